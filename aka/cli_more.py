@@ -1,0 +1,25 @@
+"""Subcommands beyond `eval` register here, each importing its module lazily."""
+from __future__ import annotations
+
+
+def register(sub) -> None:
+    h = sub.add_parser("hw", help="hardware: show the detected GPU and its ceilings, or calibrate")
+    h.add_argument("action", choices=["show", "calibrate"])
+    h.set_defaults(func=_hw)
+
+
+def _hw(args) -> int:
+    import json
+
+    from aka import hardware
+    if args.action == "calibrate":
+        import torch
+        if not torch.cuda.is_available():
+            from aka.cli import UserError
+            raise UserError("aka hw calibrate needs a CUDA GPU")
+        data = hardware.calibrate("cuda")
+        print(json.dumps(data, indent=2))
+        return 0
+    st = hardware.read_device_state(0)
+    print(json.dumps(vars(st) if st else {"gpu": None, "note": "no NVIDIA GPU visible through NVML"}, indent=2))
+    return 0

@@ -1,0 +1,118 @@
+"""`evaluate()`: static check in the parent, the cascade in a sandboxed worker, roofline after."""
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from aka.evaluate.result import EvalResult
+from aka.evaluate.sandbox import SandboxConfig, run_worker
+from aka.evaluate.static import check_source
+from aka.problem import REPO_ROOT, Problem, ProblemError, load_problem
+
+
+class CandidateError(ValueError):
+    """Bad candidate input (missing file, no ModelNew/Model) when the caller asked for strictness."""
+
+
+@dataclass
+class EvalConfig:
+    device: str | None = None      # "cuda", "cpu" or None (cuda when available)
+    draws: int = 3                 # fresh input draws per shape in stage 1 (>= 3 enforced)
+    outliers: bool = True          # stage 2: 0.1% of float inputs scaled by 50 (meta can opt out)
+    outlier_frac: float = 1e-3
+    outlier_scale: float = 50.0
+    timing: bool = True            # GPU only
+    baselines: bool = True         # time eager and torch.compile of the reference too
+    fresh_baselines: bool = False  # ignore the baseline cache and re-measure interleaved
+    ncu: bool = False              # Nsight Compute pass on one shape (GPU only)
+    ncu_shape: str | None = None
+    seed: int | None = None        # None: a fresh random seed per evaluation
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+
+
+def cuda_available() -> bool:
+    try:
+        import torch
+        return torch.cuda.is_available()
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def resolve_device(device: str | None) -> str:
+    if device in (None, "auto"):
+        return "cuda" if cuda_available() else "cpu"
+    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+        raise ProblemError(f"unknown device {device!r} (cpu or cuda)")
+    if device.startswith("cuda") and not cuda_available():
+        raise ProblemError("--device cuda requested but no CUDA GPU is visible (use --device cpu for the interpreter)")
+    return device
+
+
+def git_sha() -> str | None:
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+                             text=True, timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        return (sha + ("-dirty" if dirty else "")) or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def evaluate(problem: Problem | str | Path, candidate: str | Path, *, shapes=None,
+             config: EvalConfig | None = None, strict: bool = False, source: str | None = None,
+             on_progress=None) -> EvalResult:
+    """Evaluate a candidate file (or `source` text) against a problem.
+
+    `strict=True` (the CLI) turns user errors in the candidate into CandidateError instead of a
+    verdict; the agent keeps it False so a model's broken reply is just a bad verdict.
+    """
+    cfg = config or EvalConfig()
+    prob = problem if isinstance(problem, Problem) else load_problem(problem)
+    device = resolve_device(cfg.device)
+    selected = prob.select(shapes)
+    cand_path = Path(candidate)
+    if source is None:
+        if not cand_path.is_file():
+            raise CandidateError(f"candidate not found: {candidate}")
+        source = cand_path.read_text()
+    base = EvalResult(status="rejected", problem=prob.name, candidate=str(candidate), device=device)
+    report = check_source(source, cand_path.name)
+    if strict and report.model_class is None and report.syntax_error is None:
+        raise CandidateError(f"{candidate} defines no class ModelNew or Model")
+    if report.syntax_error:
+        base.status, base.reason = "compile_error", "[static] " + report.syntax_error
+        return _finish(base, prob, selected)
+    if not report.ok:
+        base.reason = "[static] " + report.summary()
+        base.notes = [str(v) for v in report.violations]
+        return _finish(base, prob, selected)
+    seed = cfg.seed if cfg.seed is not None else int.from_bytes(os.urandom(4), "little") % (2**31 - 10**6)
+    spec = {
+        "problem": prob.worker_spec(),
+        "shapes": [dict(s.to_json(), label=s.label()) for s in selected],
+        "device": device,
+        "candidate_name": str(candidate),
+        "model_class": report.model_class,
+        "kernels": report.kernels,
+        "config": {k: v for k, v in asdict(cfg).items() if k not in ("sandbox", "device")} | {"seed": seed},
+    }
+    files = [prob.reference_path] + ([prob.input_path] if prob.input_path else [])
+    res = run_worker(spec, source, files, cfg.sandbox, on_progress=on_progress)
+    res.candidate = str(candidate)
+    res.stages_run = ["static"] + res.stages_run
+    return _finish(res, prob, selected)
+
+
+def _finish(res: EvalResult, prob: Problem, selected) -> EvalResult:
+    from aka.evaluate.report import attach_roofline
+    res.env.setdefault("device", res.device)
+    res.env["git_sha"] = git_sha()
+    res.env["problem_kind"] = prob.kind
+    if not res.shapes:
+        from aka.evaluate.result import ShapeResult
+        res.shapes = [ShapeResult(id=s.id, label=s.label()) for s in selected]
+    attach_roofline(res, prob, selected)
+    return res

@@ -1,0 +1,183 @@
+"""Output comparison: tolerances by dtype, comparison modes, and the error figures we report.
+
+Runs inside the sandboxed worker, so it imports torch only. Every comparison is done in float64
+on the CPU, on tensors the harness owns, so a candidate cannot influence it through the device.
+
+A check passes only if all of these hold:
+  * same shape (dtype may differ only where the mode allows it),
+  * no NaN/Inf in the candidate where the reference is finite (NaN never passes),
+  * elementwise |out - ref| <= atol + rtol * |ref|,
+  * relative norm error ||out - ref|| / ||ref|| <= rel_norm.
+Two criteria because each misses something the other catches: elementwise closeness misses a
+systematically biased output that stays inside the band, the norm misses a few wild elements.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+# Defaults by output dtype. bf16 keeps 8 mantissa bits: one ulp is 2^-7 relative at worst, so
+# rtol 1.6e-2 admits two ulps of rounding difference between two correct fp32-accumulating
+# implementations; rel_norm 5e-3 is ~4x the norm error of rounding a float64 result to bf16
+# (measured by the tolerance-validation test over every benchmark op).
+TOLERANCES: dict[str, dict[str, float]] = {
+    "float64": {"atol": 1e-8, "rtol": 1e-7, "rel_norm": 1e-8},
+    "float32": {"atol": 1e-4, "rtol": 1e-4, "rel_norm": 1e-4},
+    "float16": {"atol": 1e-3, "rtol": 2e-3, "rel_norm": 2e-3},
+    "bfloat16": {"atol": 1e-2, "rtol": 1.6e-2, "rel_norm": 5e-3},
+    # e4m3 has 3 mantissa bits: one ulp is 2^-3 relative, so a rounding-boundary disagreement
+    # (scale computed in a different order) moves a value by up to 12.5%.
+    "fp8": {"atol": 2.0**-9, "rtol": 0.13, "rel_norm": 0.07},
+}
+
+FP8_DTYPES = tuple(
+    getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
+    if hasattr(torch, n)
+)
+
+MODES = ("allclose", "exact", "sorted_rows", "fp8")
+
+
+@dataclass
+class Check:
+    ok: bool
+    max_abs_err: float
+    rel_err: float
+    reason: str = ""
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    if dtype in FP8_DTYPES:
+        return "fp8"
+    return str(dtype).replace("torch.", "")
+
+
+def tolerance_for(dtype: torch.dtype, override: dict | None = None) -> dict[str, float]:
+    tol = dict(TOLERANCES.get(dtype_name(dtype), TOLERANCES["float32"]))
+    if override:
+        tol.update({k: float(v) for k, v in override.items() if k in ("atol", "rtol", "rel_norm")})
+    return tol
+
+
+def flatten_outputs(out) -> list[tuple[str, torch.Tensor]]:
+    """Name every tensor of a forward's result: a tensor, a tuple/list, or a dict (Atrex-Bench)."""
+    if isinstance(out, torch.Tensor):
+        return [("0", out)]
+    if isinstance(out, dict):
+        return [(str(k), v) for k, v in out.items()]
+    if isinstance(out, (tuple, list)):
+        return [(str(i), v) for i, v in enumerate(out)]
+    raise TypeError(f"forward returned {type(out).__name__}; expected a tensor, tuple, list or dict")
+
+
+def compare(out, ref, mode: str = "allclose", tol: dict | None = None) -> Check:
+    """Compare one candidate output tensor with the reference one."""
+    if not isinstance(out, torch.Tensor):
+        return Check(False, math.inf, math.inf, f"output is {type(out).__name__}, not a tensor")
+    if tuple(out.shape) != tuple(ref.shape):
+        return Check(False, math.inf, math.inf, f"shape {tuple(out.shape)} != reference {tuple(ref.shape)}")
+    if mode not in MODES:
+        raise ValueError(f"unknown compare mode {mode!r} (one of {MODES})")
+    ref_is_int = not (ref.is_floating_point() or ref.is_complex())
+    if mode == "exact" or (ref_is_int and mode == "allclose"):
+        return _exact(out, ref)
+    if mode == "sorted_rows":
+        if ref.dim() == 0:
+            return _exact(out, ref) if ref_is_int else _close(out, ref, tol or tolerance_for(ref.dtype))
+        out = torch.sort(out.detach().cpu().to(torch.float64), dim=-1).values
+        ref = torch.sort(ref.detach().cpu().to(torch.float64), dim=-1).values
+        if ref_is_int:
+            return _exact(out, ref)
+    if out.dtype != ref.dtype and not (mode == "fp8" or ref.dtype == torch.float64):
+        return Check(False, math.inf, math.inf, f"dtype {out.dtype} != reference {ref.dtype}")
+    if tol is None:
+        tol = tolerance_for(torch.float8_e4m3fn if mode == "fp8" else ref.dtype)
+    return _close(out, ref, tol)
+
+
+def _as_f64(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().to("cpu").to(torch.float64)
+
+
+def _exact(out: torch.Tensor, ref: torch.Tensor) -> Check:
+    o, r = out.detach().cpu(), ref.detach().cpu()
+    if o.dtype != r.dtype:
+        return Check(False, math.inf, math.inf, f"dtype {o.dtype} != reference {r.dtype}")
+    neq = o != r
+    if o.is_floating_point():
+        neq &= ~(torch.isnan(o) & torch.isnan(r))
+    bad = int(neq.sum())
+    if bad == 0:
+        return Check(True, 0.0, 0.0)
+    diff = (_as_f64(o) - _as_f64(r)).abs()
+    return Check(False, float(diff.max()), bad / max(1, o.numel()),
+                 f"{bad} of {o.numel()} elements differ (exact comparison)")
+
+
+def _close(out: torch.Tensor, ref: torch.Tensor, tol: dict) -> Check:
+    o, r = _as_f64(out), _as_f64(ref)
+    if o.numel() == 0:
+        return Check(True, 0.0, 0.0)
+    r_finite = torch.isfinite(r)
+    o_finite = torch.isfinite(o)
+    # Non-finite reference entries (masked logits set to -inf) must be matched exactly.
+    nonfinite_ref = ~r_finite
+    if bool(nonfinite_ref.any()):
+        same = (o[nonfinite_ref] == r[nonfinite_ref]) | (torch.isnan(o[nonfinite_ref]) & torch.isnan(r[nonfinite_ref]))
+        if not bool(same.all()):
+            n = int((~same).sum())
+            return Check(False, math.inf, math.inf, f"{n} non-finite reference entries not matched")
+    bad_nonfinite = r_finite & ~o_finite
+    if bool(bad_nonfinite.any()):
+        n = int(bad_nonfinite.sum())
+        return Check(False, math.inf, math.inf, f"{n} NaN/Inf values where the reference is finite")
+    o, r = o[r_finite], r[r_finite]
+    diff = (o - r).abs()
+    max_abs = float(diff.max()) if diff.numel() else 0.0
+    ref_norm = float(torch.linalg.vector_norm(r))
+    err_norm = float(torch.linalg.vector_norm(o - r))
+    rel = err_norm / ref_norm if ref_norm > 0 else (0.0 if err_norm == 0 else math.inf)
+    over = diff > tol["atol"] + tol["rtol"] * r.abs()
+    n_over = int(over.sum())
+    if n_over:
+        i = int(torch.argmax((diff - tol["rtol"] * r.abs()) * over))
+        return Check(False, max_abs, rel,
+                     f"{n_over} of {o.numel()} elements outside atol={tol['atol']:g} rtol={tol['rtol']:g} "
+                     f"(worst: got {float(o[i]):.6g}, expected {float(r[i]):.6g})")
+    if rel > tol["rel_norm"]:
+        return Check(False, max_abs, rel, f"relative norm error {rel:.3g} > {tol['rel_norm']:g}")
+    return Check(True, max_abs, rel)
+
+
+def compare_outputs(out, ref, meta: dict | None = None) -> tuple[Check, list[tuple[str, Check]]]:
+    """Compare every output of a forward; returns the worst check and the per-output checks."""
+    meta = meta or {}
+    modes = meta.get("compare") or {}
+    tol_spec = meta.get("tolerance") or {}
+    outs, refs = flatten_outputs(out), flatten_outputs(ref)
+    if len(outs) != len(refs):
+        c = Check(False, math.inf, math.inf, f"{len(outs)} outputs, reference has {len(refs)}")
+        return c, [("*", c)]
+    if isinstance(ref, dict):
+        outd = dict(outs)
+        if set(outd) != {k for k, _ in refs}:
+            c = Check(False, math.inf, math.inf, f"output keys {sorted(outd)} != reference {sorted(k for k, _ in refs)}")
+            return c, [("*", c)]
+        outs = [(k, outd[k]) for k, _ in refs]
+    checks = []
+    for (name, o), (_, r) in zip(outs, refs):
+        mode = modes.get(name, modes.get("default", "allclose"))
+        override = tol_spec.get(name) if isinstance(tol_spec.get(name), dict) else (
+            tol_spec if tol_spec and all(not isinstance(v, dict) for v in tol_spec.values()) else None)
+        base = torch.float8_e4m3fn if mode == "fp8" else r.dtype
+        tol = tolerance_for(base, override) if (r.is_floating_point() or mode == "fp8") else None
+        checks.append((name, compare(o, r, mode, tol)))
+    failed = [c for _, c in checks if not c.ok]
+    worst = failed[0] if failed else max((c for _, c in checks), key=lambda c: c.rel_err)
+    if failed:
+        name = next(n for n, c in checks if not c.ok)
+        worst = Check(False, max(c.max_abs_err for _, c in checks), max(c.rel_err for _, c in checks),
+                      f"output {name}: {worst.reason}" if len(checks) > 1 else worst.reason)
+    return worst, checks

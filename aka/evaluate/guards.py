@@ -1,0 +1,167 @@
+"""Runtime guards inside the worker: who launched what, and did anyone touch the harness.
+
+* `LaunchLog` wraps Triton's launch entry points (compiled and interpreted) to record every kernel
+  launch by name, and marks the time spent inside a launch so ATen calls Triton makes for its own
+  bookkeeping (the interpreter copies arguments) are not blamed on the candidate.
+* `AtenLog` is a TorchDispatchMode active only around the candidate's forward: every ATen op the
+  candidate's Python glue issues is classified as glue (allocation, views, copies, fills) or
+  compute. Compute ops make the verdict `fallback`. It works on CPU and GPU alike.
+* `classify_gpu_kernel` does the same for kernel names in a torch.profiler trace (GPU only), which
+  also catches library calls that never pass through the dispatcher.
+* `Snapshot` records the identity of the functions the harness relies on (timers, comparison,
+  RNG, launch hooks) and reports any that changed after candidate code ran.
+"""
+from __future__ import annotations
+
+import re
+import time
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# ATen ops a candidate may use for glue. Anything else inside its forward is compute.
+GLUE_OPS = {
+    "empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided", "zeros", "zeros_like",
+    "ones", "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_full", "zero_", "fill_",
+    "view", "_unsafe_view", "reshape", "as_strided", "expand", "permute", "transpose", "t",
+    "unsqueeze", "squeeze", "select", "slice", "narrow", "split", "split_with_sizes", "chunk",
+    "unbind", "view_as", "alias", "detach", "contiguous", "clone", "copy_", "lift_fresh",
+    "_local_scalar_dense", "is_same_size", "resize_", "set_", "arange", "cat", "stack",
+    "flatten", "unflatten", "_reshape_alias", "is_nonzero", "sym_size", "sym_stride", "sym_numel",
+    "_to_copy", "to", "movedim", "view_as_real", "view_as_complex", "unsafe_split", "record_stream",
+    "sym_storage_offset", "_has_compatible_shallow_copy_type", "dim", "numel", "size", "stride",
+}
+
+
+def aten_name(func) -> str:
+    name = getattr(func, "__name__", str(func))  # e.g. "add.Tensor"
+    return name.split(".")[0]
+
+
+class LaunchLog:
+    """Counts Triton launches by kernel name while installed."""
+
+    def __init__(self):
+        self.counts: dict[str, int] = {}
+        self.depth = 0
+        self._orig = []
+
+    def install(self):
+        import triton.runtime.jit as jit
+        targets = [(jit.JITFunction, "run")]
+        try:
+            import triton.runtime.interpreter as interp
+            targets.append((interp.InterpretedFunction, "run"))
+        except ImportError:
+            pass
+        for cls, attr in targets:
+            orig = getattr(cls, attr)
+            self._orig.append((cls, attr, orig))
+            setattr(cls, attr, self._wrap(orig))
+        return self
+
+    def _wrap(self, orig):
+        log = self
+
+        def run(fn_self, *args, **kwargs):
+            name = getattr(getattr(fn_self, "fn", None), "__name__", None) or getattr(fn_self, "__name__", "?")
+            log.counts[name] = log.counts.get(name, 0) + 1
+            log.depth += 1
+            try:
+                return orig(fn_self, *args, **kwargs)
+            finally:
+                log.depth -= 1
+
+        run._aka_launch_hook = True
+        return run
+
+    def reset(self):
+        self.counts = {}
+
+
+class AtenLog(TorchDispatchMode):
+    """Records ATen ops issued by the candidate's own Python (not by Triton's launcher)."""
+
+    def __init__(self, launches: LaunchLog):
+        super().__init__()
+        self.launches = launches
+        self.compute: dict[str, int] = {}
+        self.glue: dict[str, int] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self.launches.depth == 0:
+            name = aten_name(func)
+            if name in GLUE_OPS and not _dtype_changing_copy(name, args, kwargs):
+                self.glue[name] = self.glue.get(name, 0) + 1
+            else:
+                label = f"aten::{name}" + (" (dtype conversion)" if name in ("_to_copy", "copy_") else "")
+                self.compute[label] = self.compute.get(label, 0) + 1
+        return func(*args, **(kwargs or {}))
+
+
+def _dtype_changing_copy(name: str, args, kwargs) -> bool:
+    """A cast (bf16 -> fp32) is elementwise compute, not glue: `x.float()` inside forward counts."""
+    kwargs = kwargs or {}
+    if name == "_to_copy":
+        src, dt = args[0], kwargs.get("dtype")
+        return dt is not None and isinstance(src, torch.Tensor) and dt != src.dtype
+    if name == "copy_" and len(args) >= 2 and isinstance(args[1], torch.Tensor):
+        return args[0].dtype != args[1].dtype
+    return False
+
+
+# Kernel names a profiler shows for allocation/copy/fill work that glue legitimately causes.
+_ALLOWED_KERNEL = re.compile(
+    r"memcpy|memset|Memcpy|Memset|FillFunctor|fill_kernel|direct_copy_kernel|copy_kernel|"
+    r"CatArrayBatchedCopy|arange|elementwise_kernel_with_index", re.I)
+_ATEN_KERNEL = re.compile(
+    r"at::native|at::cuda|cublas|cutlass|gemm|gemv|xmma|nvjet|cudnn|sm\d+_|ampere_|hopper_|"
+    r"flash|softmax|reduce_kernel|void at::|splitKreduce|Kernel2", re.I)
+
+
+def classify_gpu_kernel(name: str, own_kernels: set[str]) -> str:
+    """'own' (the candidate's Triton kernel), 'glue' (copy/fill/memset), or 'foreign'."""
+    base = name.split("(")[0].strip()
+    if base in own_kernels or any(base.startswith(k + "_") for k in own_kernels):
+        return "own"
+    if _ALLOWED_KERNEL.search(name) and not re.search(r"gemm|reduce|softmax", name, re.I):
+        return "glue"
+    return "foreign"
+
+
+def _guarded():
+    import triton
+    import triton.runtime.jit as jit
+    items = [
+        (time, "perf_counter"), (time, "perf_counter_ns"), (time, "time"),
+        (torch, "manual_seed"), (torch, "randn"), (torch, "rand"), (torch, "randint"),
+        (torch, "isfinite"), (torch, "isnan"), (torch, "sort"), (torch, "allclose"),
+        (torch.linalg, "vector_norm"), (torch.Tensor, "abs"), (torch.Tensor, "to"),
+        (torch.Tensor, "cpu"), (torch.Tensor, "clone"), (torch.Tensor, "copy_"),
+        (torch.Tensor, "__sub__"), (torch.Tensor, "__ne__"), (torch.Tensor, "__eq__"),
+        (torch.Tensor, "float"), (torch.Tensor, "sum"), (torch.Tensor, "max"),
+        (torch.cuda, "synchronize"), (torch.cuda, "Event"), (torch.cuda, "current_stream"),
+        (torch.cuda, "graph"), (torch.cuda, "CUDAGraph"), (torch.cuda.Event, "record"),
+        (torch.cuda.Event, "elapsed_time"), (torch.cuda.Event, "synchronize"),
+        (torch.profiler, "profile"), (jit.JITFunction, "run"), (triton, "jit"),
+    ]
+    try:
+        import triton.runtime.interpreter as interp
+        items.append((interp.InterpretedFunction, "run"))
+    except ImportError:
+        pass
+    return items
+
+
+class Snapshot:
+    """Identity of every function the harness trusts; `changed()` lists the ones replaced."""
+
+    def __init__(self):
+        self.items = [(obj, attr, getattr(obj, attr, None)) for obj, attr in _guarded()]
+
+    def changed(self) -> list[str]:
+        out = []
+        for obj, attr, ref in self.items:
+            if getattr(obj, attr, None) is not ref:
+                out.append(f"{getattr(obj, '__name__', type(obj).__name__)}.{attr}")
+        return out

@@ -1,0 +1,109 @@
+"""After the worker: per-shape roofline figures, and the human-readable table."""
+from __future__ import annotations
+
+from aka.evaluate.result import EvalResult
+from aka.problem import Problem
+
+
+def resolve_cost(meta: dict, shape, actual_bytes, counted_flops):
+    from aka.roofline import Cost, cost_from_meta
+    spec = meta.get("cost") or {}
+    if "per_shape" in spec and shape.id in spec["per_shape"]:  # Atrex-Bench roofline.json
+        c = spec["per_shape"][shape.id]
+        return Cost(flops=dict(c.get("flops", {})), bytes=float(c["bytes"]), source="atrex")
+    if spec.get("flops") is not None or spec.get("bytes") not in (None, "auto"):
+        kw = {**shape.init_kwargs, **shape.input_kwargs}
+        return cost_from_meta(spec, kw, actual_bytes)
+    if actual_bytes is None:
+        return None
+    return Cost(flops=dict(counted_flops or {}), bytes=float(actual_bytes), source="generic")
+
+
+def attach_roofline(res: EvalResult, prob: Problem, selected) -> None:
+    by_id = {s.id: s for s in selected}
+    gpu = res.env.get("gpu")
+    sheet = measured = None
+    if gpu:
+        from aka.hardware import ceilings_for
+        try:
+            sheet, measured = ceilings_for(gpu)
+            res.env["ceilings"] = {"datasheet": vars(sheet), "measured": vars(measured) if measured else None}
+        except ValueError as e:
+            res.notes.append(f"no roofline: {e}")
+    from aka.roofline import perf_metrics, roofline
+    impossible = []
+    for sr in res.shapes:
+        shape = by_id.get(sr.id)
+        if shape is None:
+            continue
+        try:
+            cost = resolve_cost(prob.meta, shape, sr.bytes, sr.flops)
+        except ValueError as e:
+            res.notes.append(f"shape {sr.id}: cost model error: {e}")
+            continue
+        if cost is None:
+            continue
+        sr.flops, sr.bytes = cost.flops, cost.bytes
+        if sheet is None:
+            continue
+        rl = roofline(cost, sheet.mem_tbps, sheet.peak_tflops)
+        sr.sol_us, sr.bound = rl.sol_us, rl.bound
+        if measured is not None:
+            sr.sol_us_measured = roofline(cost, measured.mem_tbps, measured.peak_tflops).sol_us
+        if sr.time_us:
+            m = perf_metrics(cost, sr.time_us, sheet.mem_tbps, sheet.peak_tflops)
+            sr.iou, sr.mfu, sr.sol_fraction = m["iou"], m["mfu"], m["sol_fraction"]
+            if measured is not None:
+                sr.sol_fraction_measured = sr.sol_us_measured / sr.time_us
+            if m["impossible"]:
+                sr.impossible = True
+                impossible.append(sr.id)
+    if impossible and res.status == "pass":
+        # A time under the datasheet floor is a measurement artefact or a cheat, never a win.
+        res.status = "rejected"
+        res.reason = (f"[timing] time below the roofline floor on shape(s) {', '.join(impossible)}: "
+                      "impossible, not counted")
+
+
+def _fmt(v, spec=".3g"):
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return format(v, spec)
+    return str(v)
+
+
+def render(res: EvalResult, console=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    console = console or Console()
+    colour = {"pass": "green", "incorrect": "red", "fallback": "yellow"}.get(res.status, "magenta")
+    console.print(f"[bold]{res.problem}[/] · {res.candidate} · device {res.device}: "
+                  f"[bold {colour}]{res.status}[/] — {res.reason}")
+    t = Table(show_lines=False)
+    timed = any(s.time_us for s in res.shapes)
+    cols = ["shape", "ok", "stage", "rel_err", "max_abs"]
+    if timed:
+        cols += ["time µs", "±", "eager µs", "compile µs", "×eager", "×compile", "SOL µs", "SOL frac", "IOU", "MFU", "bound"]
+    for c in cols:
+        t.add_column(c, justify="right" if c not in ("shape", "stage", "bound") else "left")
+    for s in res.shapes:
+        row = [f"{s.id} {s.label}"[:40], _fmt(s.correct), s.failed_stage or "", _fmt(s.rel_err, ".2e"),
+               _fmt(s.max_abs_err, ".2e")]
+        if timed:
+            ci = (s.time_ci_us[1] - s.time_ci_us[0]) / 2 if s.time_ci_us else None
+            row += [_fmt(s.time_us, ".2f"), _fmt(ci, ".2f"), _fmt(s.eager_us, ".2f"), _fmt(s.compile_us, ".2f"),
+                    _fmt(s.speedup_eager, ".2f"), _fmt(s.speedup_compile, ".2f"), _fmt(s.sol_us, ".2f"),
+                    _fmt(s.sol_fraction, ".2f") + ("!" if s.impossible else ""), _fmt(s.iou, ".2f"),
+                    _fmt(s.mfu, ".2f"), s.bound or ""]
+        t.add_row(*row)
+    console.print(t)
+    for s in res.shapes:
+        if s.reason and s.correct is False or s.fallback_ops:
+            console.print(f"  shape {s.id}: {s.reason}")
+    for n in res.notes:
+        console.print(f"  [dim]note: {n}[/]")
+    if res.wall_s:
+        console.print("  [dim]wall: " + ", ".join(f"{k}={v}" for k, v in res.wall_s.items()) + "[/]")

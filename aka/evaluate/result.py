@@ -1,0 +1,94 @@
+"""One typed result per evaluation, serialised as JSON with the same keys from every runner.
+
+Standard library only: the worker, the parent, the agent and the benchmark all use it.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields
+
+# Ordered by how far the candidate got; `pass` is the only verdict that scores.
+STATUSES = ("pass", "incorrect", "fallback", "compile_error", "runtime_error", "timeout", "crashed", "rejected")
+STAGES = ("static", "import", "first_call", "correctness", "outliers", "fallback", "timing")
+
+
+@dataclass
+class ShapeResult:
+    id: str
+    label: str = ""
+    correct: bool | None = None
+    failed_stage: str | None = None
+    reason: str = ""
+    max_abs_err: float | None = None
+    rel_err: float | None = None
+    outlier_rel_err: float | None = None
+    draws: int = 0
+    # timing (GPU only); microseconds
+    time_us: float | None = None
+    time_ci_us: list[float] | None = None
+    eager_call_us: float | None = None  # un-graphed per-call time (launch overhead included)
+    timing_method: str | None = None    # "cuda_graph" or "cuda_events"
+    eager_us: float | None = None       # PyTorch eager reference
+    compile_us: float | None = None     # torch.compile(reference)
+    speedup_eager: float | None = None
+    speedup_compile: float | None = None
+    # roofline
+    flops: dict | None = None
+    bytes: float | None = None
+    sol_us: float | None = None
+    sol_fraction: float | None = None
+    sol_us_measured: float | None = None
+    sol_fraction_measured: float | None = None
+    iou: float | None = None
+    mfu: float | None = None
+    bound: str | None = None
+    impossible: bool = False
+    kernels: dict | None = None         # own kernel launches per forward
+    fallback_ops: list[str] | None = None
+    profile: list[dict] | None = None   # per-kernel breakdown (torch.profiler)
+    ncu: dict | None = None
+
+
+@dataclass
+class EvalResult:
+    status: str
+    reason: str = ""
+    problem: str = ""
+    candidate: str = ""
+    device: str = "cpu"
+    shapes: list[ShapeResult] = field(default_factory=list)
+    stages_run: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    env: dict = field(default_factory=dict)
+    wall_s: dict = field(default_factory=dict)  # per-phase wall time: worker_start, compile, ...
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "pass"
+
+    def to_json(self) -> dict:
+        return _clean(asdict(self))
+
+    def dumps(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_json(), indent=indent, allow_nan=False)
+
+    @classmethod
+    def from_json(cls, d: dict) -> "EvalResult":
+        names = {f.name for f in fields(ShapeResult)}
+        shapes = [ShapeResult(**{k: v for k, v in s.items() if k in names}) for s in d.get("shapes", [])]
+        keep = {f.name for f in fields(cls)} - {"shapes"}
+        return cls(shapes=shapes, **{k: v for k, v in d.items() if k in keep})
+
+
+def _clean(x):
+    """JSON has no NaN/Inf: write them as strings so the file stays strict and the fact visible."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    return x

@@ -1,0 +1,226 @@
+"""Run one evaluation in a fresh, disposable worker process.
+
+What the sandbox does:
+  * a new process in a new session (its own process group) for every evaluation; on timeout, on
+    an idle worker (no progress message for `idle_timeout_s`) or when the parent is interrupted,
+    the whole group gets SIGKILL, so a hung kernel, a forked child or a spinning thread dies too;
+  * a scrubbed environment built from an allow-list (no API keys, tokens or credentials reach the
+    candidate), a fresh temporary working directory holding only a copy of the candidate, and a
+    private HOME inside it;
+  * results travel on a dedicated pipe, not stdout, so the candidate's prints cannot forge them;
+  * a segfault, an abort, an illegal memory access or an out-of-memory ends that worker only and
+    becomes status `crashed` with the signal or message;
+  * the harness hashes its own worker-side source files and the problem's files before the run and
+    again after it, and rejects the result if any byte changed.
+
+What it does NOT protect against (do not run untrusted code on a machine you care about):
+  * it is not an OS sandbox: no seccomp, namespaces, chroot or network cut. A candidate that gets
+    past the static check (aka/evaluate/static.py) could read or write the user's files with the
+    user's rights. The static check refuses the imports and builtins that make that easy, and the
+    worker's runtime guards (aka/evaluate/guards.py) catch tampering with the functions the harness
+    relies on, but Python cannot be fully confined from inside itself;
+  * a GPU kernel can read or write any device memory of its own process: the worker keeps pristine
+    inputs on the host and computes each reference only after the candidate has run, which defeats
+    reading the answer, but not a kernel built to corrupt harness buffers on purpose (that shows up
+    as a wrong answer, never as a pass, unless it also forges the comparison, which is host-side);
+  * resource limits beyond time: a candidate can fill the GPU's memory (it then crashes itself) or
+    the disk of its temporary directory.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from aka.evaluate.result import EvalResult
+
+PKG_ROOT = Path(__file__).resolve().parent.parent.parent  # the directory holding `aka/`
+WORKER_FILES = ("__init__.py", "worker.py", "compare.py", "guards.py", "loader.py", "result.py",
+                "timing.py", "stats.py", "interp_fix.py", "static.py")
+
+# Environment variables the worker may inherit (exact names or prefixes ending in "_").
+ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "TZ", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME",
+             "CUDA_PATH", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "TRITON_",
+             "TORCHINDUCTOR_", "PYTORCH_", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_",
+             "VIRTUAL_ENV", "NCCL_", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")
+ENV_DENY_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
+
+
+@dataclass
+class SandboxConfig:
+    timeout_s: float = 900.0       # whole evaluation
+    idle_timeout_s: float = 180.0  # no progress message for this long: hung kernel or loop
+    keep_dir: bool = False         # keep the temporary directory (debugging)
+
+
+def scrubbed_env(extra: dict | None = None) -> dict:
+    env = {}
+    for k, v in os.environ.items():
+        allowed = any(k == a or (a.endswith("_") and k.startswith(a)) for a in ENV_ALLOW)
+        if allowed and not any(w in k.upper() for w in ENV_DENY_WORDS):
+            env[k] = v
+    # Triton and Inductor caches stay shared across evaluations: recompiling every kernel and
+    # baseline per evaluation would cost the agent minutes per round.
+    cache = Path(os.environ.get("AKA_CACHE_DIR", Path.home() / ".cache" / "aka"))
+    env.setdefault("TRITON_CACHE_DIR", str(Path(os.environ.get("TRITON_CACHE_DIR", cache / "triton"))))
+    env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache / "inductor"))
+    env["PYTHONPATH"] = str(PKG_ROOT)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra or {})
+    return env
+
+
+def hash_files(paths: list[Path]) -> str:
+    h = hashlib.sha256()
+    for p in sorted(paths):
+        h.update(str(p).encode())
+        h.update(p.read_bytes() if p.exists() else b"<missing>")
+    return h.hexdigest()
+
+
+def trusted_files(problem_files: list[Path]) -> list[Path]:
+    here = Path(__file__).resolve().parent
+    return [here / f for f in WORKER_FILES] + [p for p in problem_files if p]
+
+
+def run_worker(spec: dict, candidate_source: str, problem_files: list[Path],
+               cfg: SandboxConfig | None = None, on_progress=None) -> EvalResult:
+    cfg = cfg or SandboxConfig()
+    tmp = Path(tempfile.mkdtemp(prefix="aka-eval-"))
+    files = trusted_files(problem_files)
+    before = hash_files(files)
+    t_start = time.perf_counter()
+    try:
+        (tmp / "home").mkdir()
+        cand = tmp / "candidate.py"
+        cand.write_text(candidate_source)
+        spec = dict(spec, candidate=str(cand))
+        (tmp / "spec.json").write_text(json.dumps(spec))
+        extra = {"HOME": str(tmp / "home"), "TMPDIR": str(tmp)}
+        if spec.get("device", "cpu") == "cpu":
+            extra["TRITON_INTERPRET"] = "1"
+            extra["CUDA_VISIBLE_DEVICES"] = ""
+        r, w = os.pipe()
+        out_f, err_f = open(tmp / "stdout.txt", "wb"), open(tmp / "stderr.txt", "wb")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "aka.evaluate.worker", str(tmp / "spec.json"), str(w)],
+            cwd=tmp, env=scrubbed_env(extra), stdin=subprocess.DEVNULL, stdout=out_f, stderr=err_f,
+            pass_fds=(w,), start_new_session=True)
+        os.close(w)
+        result, killed = _pump(proc, r, cfg, on_progress)
+        out_f.close()
+        err_f.close()
+        elapsed = time.perf_counter() - t_start
+        if result is None:
+            result = _death_result(proc.returncode, killed, cfg, tmp, spec)
+        result.stdout_tail = _tail(tmp / "stdout.txt")
+        result.stderr_tail = _tail(tmp / "stderr.txt")
+        result.wall_s["total_s"] = round(elapsed, 3)
+        if hash_files(files) != before:
+            result.status = "rejected"
+            result.reason = "harness or problem files changed during the evaluation; result discarded"
+        return result
+    finally:
+        if not cfg.keep_dir:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _pump(proc, fd, cfg, on_progress):
+    """Read protocol messages until the result arrives, the worker dies, or a timeout kills it."""
+    sel = selectors.DefaultSelector()
+    sel.register(fd, selectors.EVENT_READ)
+    buf, result, killed = b"", None, None
+    t0 = last = time.monotonic()
+    started = None
+    try:
+        while True:
+            now = time.monotonic()
+            if now - t0 > cfg.timeout_s:
+                killed = f"timed out after {cfg.timeout_s:.0f} s"
+                break
+            if now - last > cfg.idle_timeout_s:
+                killed = f"no progress for {cfg.idle_timeout_s:.0f} s (hung kernel or infinite loop)"
+                break
+            events = sel.select(timeout=0.2)
+            if events:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    break  # worker closed the pipe: exited or died
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    try:
+                        msg = json.loads(line)
+                    except json.JSONDecodeError:
+                        continue
+                    last = time.monotonic()
+                    if started is None:
+                        started = last - t0
+                    if msg.get("event") == "result":
+                        result = EvalResult.from_json(msg["result"])
+                    elif on_progress is not None:
+                        on_progress(msg)
+            elif proc.poll() is not None:
+                break
+    except KeyboardInterrupt:
+        _kill_group(proc)
+        raise
+    finally:
+        sel.close()
+        os.close(fd)
+        if killed or result is None:
+            _kill_group(proc)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            proc.wait(timeout=10)
+        _kill_group(proc)  # children the worker left behind (it has already sent its result)
+    if result is not None and started is not None:
+        result.wall_s["worker_start_s"] = round(started, 3)
+    return result, killed
+
+
+def _kill_group(proc) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _death_result(code, killed, cfg, tmp: Path, spec: dict) -> EvalResult:
+    err = _tail(tmp / "stderr.txt", 1500)
+    name = spec["problem"]["name"]
+    if killed:
+        return EvalResult(status="timeout", reason=killed, problem=name, device=spec.get("device", "cpu"))
+    if code is not None and code < 0:
+        try:
+            sig = signal.Signals(-code).name
+        except ValueError:
+            sig = str(-code)
+        why = f"worker killed by {sig}"
+    else:
+        why = f"worker exited with code {code} before reporting"
+    low = err.lower()
+    if "out of memory" in low or "memoryerror" in low or "cannot allocate" in low:
+        why += " (out of memory)"
+    return EvalResult(status="crashed", reason=why + (f": {err.strip().splitlines()[-1]}" if err.strip() else ""),
+                      problem=name, device=spec.get("device", "cpu"))
+
+
+def _tail(path: Path, n: int = 2000) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return ""
+    return data[-n:].decode("utf-8", "replace")

@@ -1,0 +1,156 @@
+"""Static check of a candidate's source, before anything of it runs.
+
+Each rule has an id and a one-line rationale; a violation rejects the candidate (status
+`rejected`, or `compile_error` for a syntax error). The rules are deliberately strict: a candidate
+is a Triton kernel plus launch glue, and nothing legitimate needs files, threads, frames or
+monkey-patching. The dynamic checks in the worker back them up (fallback detection, guarded
+functions, fresh inputs), so a rule missing here is not the only line of defence.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+# Imports a kernel file may make; everything else is refused (rule `import`).
+ALLOWED_IMPORTS = {
+    "torch", "torch.nn", "torch.nn.functional", "triton", "triton.language",
+    "triton.language.extra", "triton.language.extra.libdevice", "triton.language.extra.cuda",
+    "triton.language.extra.cuda.libdevice", "triton.tools.tensor_descriptor",
+    "math", "functools", "typing", "dataclasses", "itertools", "operator", "enum", "__future__",
+}
+
+RULES: dict[str, str] = {
+    "syntax": "the file must parse as Python",
+    "no-model": "the candidate must define class ModelNew (or Model) with the reference's signatures",
+    "no-kernel": "the candidate must define at least one @triton.jit kernel: PyTorch is allowed for glue only",
+    "import": "only torch, triton and small stdlib helpers may be imported: no os/sys/io/threads/ctypes/numpy, no importing the reference or the harness",
+    "builtin": "no eval/exec/compile/open/getattr/setattr/globals/vars/__import__: they read files, hide code or reach into the harness",
+    "dunder": "no dunder attribute access beyond __init__: frames, globals, __dict__ and __class__ are how a kernel reaches the harness",
+    "monkeypatch": "no assignment to attributes of anything but self: patching torch, triton, timers or the profiler falsifies the measurement",
+    "torch-compile": "no torch.compile, dynamo or inductor: the kernel must be the candidate's own Triton, not the compiler's",
+    "stream": "no side streams or stream switching: work on another stream escapes the timer and races the correctness check",
+    "rng": "no seeding or RNG state access: a candidate that can predict the inputs can precompute outputs",
+    "global-state": "no torch.backends/default-dtype/deterministic switches: they change how the reference itself computes",
+    "host-compute": "no .numpy()/.tolist()/from_numpy: computing on the host hides a fallback from the profiler",
+    "io": "no torch.save/torch.load/from_file or cpp/cuda extensions: the candidate reads nothing and compiles only Triton",
+    "profiler": "no profiler, testing or timer access: the candidate must not see or steer the measurement",
+}
+
+BANNED_CALLS = {
+    "eval", "exec", "compile", "open", "__import__", "globals", "locals", "vars", "setattr",
+    "delattr", "getattr", "breakpoint", "input", "exit", "quit", "help", "memoryview",
+}
+ALLOWED_DUNDERS = {"__init__", "__name__"}
+
+# attribute name -> rule, for attributes that are suspicious wherever they appear
+BANNED_ATTRS = {
+    "compile": "torch-compile", "_dynamo": "torch-compile", "_inductor": "torch-compile",
+    "Stream": "stream", "stream": "stream", "set_stream": "stream", "ExternalStream": "stream",
+    "manual_seed": "rng", "seed": "rng", "set_rng_state": "rng", "get_rng_state": "rng",
+    "Generator": "rng", "manual_seed_all": "rng", "default_generator": "rng", "initial_seed": "rng",
+    "backends": "global-state", "set_default_dtype": "global-state", "set_default_device": "global-state",
+    "use_deterministic_algorithms": "global-state", "set_flush_denormal": "global-state",
+    "set_float32_matmul_precision": "global-state", "knobs": "global-state",
+    "numpy": "host-compute", "tolist": "host-compute", "from_numpy": "host-compute",
+    "from_file": "io", "cpp_extension": "io", "load_inline": "io", "_C": "io", "cudart": "io",
+    "profiler": "profiler", "testing": "profiler", "Event": "profiler",
+}
+# attributes banned only on the torch module itself (`tl.load` is the heart of every kernel)
+BANNED_TORCH_ATTRS = {"load": "io", "save": "io", "ops": "io", "library": "io", "hub": "io"}
+
+
+@dataclass
+class Violation:
+    rule: str
+    line: int
+    detail: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: [{self.rule}] {self.detail} ({RULES[self.rule]})"
+
+
+@dataclass
+class StaticReport:
+    ok: bool
+    violations: list[Violation]
+    model_class: str | None
+    kernels: list[str]
+    syntax_error: str | None = None
+
+    def summary(self, limit: int = 5) -> str:
+        if self.syntax_error:
+            return self.syntax_error
+        lines = [str(v) for v in self.violations[:limit]]
+        more = len(self.violations) - limit
+        return "; ".join(lines) + (f"; and {more} more" if more > 0 else "")
+
+
+def _is_jit_decorator(d: ast.expr) -> bool:
+    node = d.func if isinstance(d, ast.Call) else d
+    name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+    return name in {"jit", "autotune", "heuristics"}
+
+
+def check_source(source: str, filename: str = "candidate.py") -> StaticReport:
+    try:
+        tree = ast.parse(source, filename=filename)
+    except SyntaxError as e:
+        msg = f"SyntaxError at line {e.lineno}: {e.msg}"
+        return StaticReport(False, [Violation("syntax", e.lineno or 0, e.msg)], None, [], msg)
+    v: list[Violation] = []
+
+    classes = [n.name for n in tree.body if isinstance(n, ast.ClassDef)]
+    model = "ModelNew" if "ModelNew" in classes else ("Model" if "Model" in classes else None)
+    if model is None:
+        v.append(Violation("no-model", 1, "no class ModelNew or Model at module level"))
+    kernels = [n.name for n in ast.walk(tree)
+               if isinstance(n, ast.FunctionDef) and any(_is_jit_decorator(d) for d in n.decorator_list)]
+    if not kernels:
+        v.append(Violation("no-kernel", 1, "no function decorated with @triton.jit"))
+
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name not in ALLOWED_IMPORTS:
+                    v.append(Violation("import", line, f"import {a.name}"))
+        elif isinstance(node, ast.ImportFrom):
+            mod = "." * node.level + (node.module or "")
+            if node.level or mod not in ALLOWED_IMPORTS:
+                v.append(Violation("import", line, f"from {mod} import ..."))
+        elif isinstance(node, ast.Name):
+            if node.id in BANNED_CALLS:
+                v.append(Violation("builtin", line, node.id))
+            elif node.id.startswith("__") and node.id.endswith("__") and node.id not in ALLOWED_DUNDERS:
+                v.append(Violation("dunder", line, node.id))
+        elif isinstance(node, ast.Attribute):
+            if node.attr.startswith("__") and node.attr not in ALLOWED_DUNDERS:
+                v.append(Violation("dunder", line, f".{node.attr}"))
+            elif node.attr in BANNED_ATTRS:
+                v.append(Violation(BANNED_ATTRS[node.attr], line, f".{node.attr}"))
+            elif (node.attr in BANNED_TORCH_ATTRS and isinstance(node.value, ast.Name)
+                  and node.value.id == "torch"):
+                v.append(Violation(BANNED_TORCH_ATTRS[node.attr], line, f"torch.{node.attr}"))
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            for t in targets:
+                for sub in ast.walk(t):
+                    if isinstance(sub, ast.Attribute) and not _rooted_at_self(sub):
+                        v.append(Violation("monkeypatch", line, f"assignment to {ast.unparse(sub)}"))
+        elif isinstance(node, ast.Global):
+            pass  # module-level caches are caught dynamically (fresh inputs every draw)
+    # de-duplicate (a.b.c yields nested Attribute nodes)
+    seen, uniq = set(), []
+    for x in v:
+        key = (x.rule, x.line, x.detail)
+        if key not in seen:
+            seen.add(key)
+            uniq.append(x)
+    return StaticReport(not uniq, uniq, model, kernels)
+
+
+def _rooted_at_self(node: ast.Attribute) -> bool:
+    base = node.value
+    while isinstance(base, (ast.Attribute, ast.Subscript)):
+        base = base.value
+    return isinstance(base, ast.Name) and base.id == "self"

@@ -1,0 +1,515 @@
+"""The evaluation worker: one fresh process per evaluation, started by aka/evaluate/sandbox.py.
+
+    python -m aka.evaluate.worker SPEC.json PROTOCOL_FD
+
+It imports only torch, triton, numpy and aka.evaluate's worker-safe modules. It reports progress
+and the final EvalResult as JSON lines on PROTOCOL_FD (the candidate's prints go to stdout/stderr,
+which the parent captures separately). The cascade, stopping after the first stage that fails:
+
+  import -> first_call -> correctness (>= 3 fresh draws per shape) -> outliers -> fallback -> timing
+
+Order inside every draw matters: the candidate runs first, on inputs whose pristine copies live on
+the host; only then is the reference computed, from those copies. So when candidate code runs,
+the reference output of that draw does not exist anywhere, and the memory of earlier draws'
+reference outputs was overwritten with NaN before it was freed ("reuse-poisoned memory").
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+import traceback
+
+import torch
+
+from aka.evaluate import compare as cmp
+from aka.evaluate.guards import AtenLog, LaunchLog, Snapshot, classify_gpu_kernel
+from aka.evaluate.loader import ProblemRuntime, call, import_file
+from aka.evaluate.result import EvalResult, ShapeResult
+
+
+class StageFailure(Exception):
+    def __init__(self, status: str, reason: str, stage: str):
+        super().__init__(reason)
+        self.status, self.reason, self.stage = status, reason, stage
+
+
+def trim(text: str, max_lines: int = 30, max_chars: int = 2500) -> str:
+    lines = [ln for ln in str(text).strip().splitlines() if ln.strip()]
+    if len(lines) > max_lines:
+        lines = lines[:8] + [f"... ({len(lines) - max_lines} lines cut) ..."] + lines[-(max_lines - 9):]
+    out = "\n".join(lines)
+    return out if len(out) <= max_chars else out[:600] + "\n...\n" + out[-(max_chars - 610):]
+
+
+def classify_exception(e: BaseException, stage: str) -> StageFailure:
+    text = f"{type(e).__name__}: {e}"
+    low = text.lower()
+    if isinstance(e, torch.OutOfMemoryError) or "out of memory" in low or "can't allocate memory" in low:
+        return StageFailure("crashed", "out of memory: " + trim(text, 6, 600), stage)
+    if any(s in low for s in ("illegal memory access", "misaligned address", "device-side assert",
+                              "unspecified launch failure", "cuda error", "illegal instruction")):
+        return StageFailure("crashed", trim(text, 8, 800), stage)
+    names = {c.__name__ for c in type(e).__mro__}
+    if names & {"CompilationError", "CompileTimeAssertionFailure", "SyntaxError", "ImportError", "NameError"} \
+            or (stage == "import"):
+        return StageFailure("compile_error", trim(_compile_message(e)), stage)
+    return StageFailure("runtime_error", trim(text + "\n" + _user_frames(e)), stage)
+
+
+def _compile_message(e: BaseException) -> str:
+    # Triton's CompilationError already carries the offending kernel line with a caret.
+    return f"{type(e).__name__}: {e}"
+
+
+def _user_frames(e: BaseException) -> str:
+    tb = traceback.extract_tb(e.__traceback__)
+    frames = [f"  {f.filename.split('/')[-1]}:{f.lineno} in {f.name}: {f.line}" for f in tb
+              if f.filename.endswith("candidate.py")]
+    return "\n".join(frames[-4:])
+
+
+def sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def to_host(x):
+    if isinstance(x, torch.Tensor):
+        return x.detach().to("cpu", copy=True)
+    if isinstance(x, dict):
+        return {k: to_host(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(to_host(v) for v in x)
+    return x
+
+
+def to_device(x, device):
+    if isinstance(x, torch.Tensor):
+        return x.to(device, copy=True)
+    if isinstance(x, dict):
+        return {k: to_device(v, device) for k, v in x.items()}
+    return x
+
+
+def poison(x) -> None:
+    """Overwrite tensors the harness is done with, so freed memory never holds right answers."""
+    for t in _tensors(x):
+        try:
+            if t.is_floating_point():
+                t.fill_(float("nan"))
+            elif t.dtype != torch.bool:
+                t.fill_(-1)
+        except RuntimeError:
+            pass  # views of inputs that do not allow in-place writes: nothing to protect
+
+
+def _tensors(x):
+    if isinstance(x, torch.Tensor):
+        yield x
+    elif isinstance(x, dict):
+        for v in x.values():
+            yield from _tensors(v)
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            yield from _tensors(v)
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    a, b = a.detach().cpu().contiguous(), b.detach().cpu().contiguous()
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return a.numel() == 0 or torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))
+
+
+def fingerprint(x) -> str:
+    h = hashlib.sha256()
+    for t in _tensors(x):
+        t = t.detach().cpu().contiguous()
+        h.update(str((t.dtype, tuple(t.shape))).encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+def inject_outliers(inputs: dict, exempt: set[str], frac: float, scale: float, gen: torch.Generator) -> list[str]:
+    touched = []
+    for name, t in inputs.items():
+        if name in exempt or not isinstance(t, torch.Tensor) or not t.is_floating_point():
+            continue
+        if t.dtype in cmp.FP8_DTYPES or t.numel() == 0:
+            continue
+        flat = t.view(-1) if t.is_contiguous() else None
+        if flat is None:
+            continue
+        k = max(1, int(round(frac * t.numel())))
+        idx = torch.randperm(t.numel(), generator=gen)[:k].to(t.device)
+        flat[idx] = flat[idx] * scale
+        touched.append(name)
+    return touched
+
+
+class Worker:
+    def __init__(self, spec: dict, emit):
+        self.spec, self.emit = spec, emit
+        self.device = spec.get("device", "cpu")
+        self.cfg = spec.get("config", {})
+        self.meta = spec["problem"].get("meta", {})
+        self.res = EvalResult(status="pass", problem=spec["problem"]["name"],
+                              candidate=spec.get("candidate_name", "candidate.py"), device=self.device)
+        self.timer = {}
+        self.shape_results: dict[str, ShapeResult] = {}
+        self.evidence: dict[str, dict] = {}
+
+    # -- helpers ---------------------------------------------------------------------------
+    def progress(self, stage: str, shape: str | None = None) -> None:
+        self.emit({"event": "progress", "stage": stage, "shape": shape, "t": time.time()})
+
+    def check_guards(self, stage: str) -> None:
+        changed = self.snapshot.changed()
+        if changed:
+            raise StageFailure("rejected", "candidate replaced functions the harness relies on: "
+                               + ", ".join(changed), stage)
+
+    def build_candidate(self, shape: dict):
+        args, kwargs = self.rt.init_args(shape)
+        seed = self.cfg.get("seed", 0)
+        torch.manual_seed(seed)
+        ref = self.rt.make_reference(shape)
+        torch.manual_seed(seed)
+        cand = self.cand_cls(*args, **kwargs)
+        if isinstance(cand, torch.nn.Module):
+            cand = cand.to(self.device)
+            # Weights (KernelBench problems have them): give the candidate the reference's values.
+            rs, cs = ref.state_dict(), cand.state_dict()
+            shared = {k: v for k, v in rs.items() if k in cs and cs[k].shape == v.shape}
+            if shared:
+                cand.load_state_dict(shared, strict=False)
+            cand.eval()
+        return ref, cand
+
+    def run_candidate(self, cand, inputs: dict, shape_id: str):
+        """One candidate forward under the fallback logger; returns output and ATen evidence."""
+        self.launches.reset()
+        alog = AtenLog(self.launches)
+        with torch.no_grad(), alog:
+            out = call(cand, inputs)
+        sync(self.device)
+        ev = self.evidence.setdefault(shape_id, {"compute": {}, "launches": {}})
+        for k, n in alog.compute.items():
+            ev["compute"][k] = ev["compute"].get(k, 0) + n
+        own = {k: n for k, n in self.launches.counts.items() if k in self.own_kernels}
+        for k, n in own.items():
+            ev["launches"][k] = max(ev["launches"].get(k, 0), n)
+        ev.setdefault("calls", 0)
+        ev["calls"] += 1
+        ev["own_calls"] = ev.get("own_calls", 0) + (1 if own else 0)
+        return out
+
+    # -- stages ----------------------------------------------------------------------------
+    def stage_import(self) -> None:
+        self.progress("import")
+        t0 = time.perf_counter()
+        try:
+            mod = import_file(self.spec["candidate"], "_aka_candidate")
+        except BaseException as e:  # noqa: BLE001 - everything the candidate raises is a verdict
+            raise classify_exception(e, "import") from None
+        name = self.spec.get("model_class") or ("ModelNew" if hasattr(mod, "ModelNew") else "Model")
+        if not hasattr(mod, name):
+            raise StageFailure("compile_error", "candidate defines no ModelNew or Model", "import")
+        self.cand_cls = getattr(mod, name)
+        self.check_guards("import")
+        self.timer["import_s"] = time.perf_counter() - t0
+
+    def draw(self, shape, cand, ref, seed: int, outliers: bool = False):
+        """One fresh input draw: candidate first, then reference from pristine host copies."""
+        torch.manual_seed(seed)
+        inputs = self.rt.make_inputs(shape.to_spec)
+        if outliers:
+            gen = torch.Generator().manual_seed(seed + 7)
+            exempt = set((self.meta.get("outliers") or {}).get("exempt_inputs", []))
+            inject_outliers(inputs, exempt, self.cfg.get("outlier_frac", 1e-3),
+                            self.cfg.get("outlier_scale", 50.0), gen)
+        pristine = to_host(inputs)
+        out_c = self.run_candidate(cand, inputs, shape.id)
+        self.check_guards("correctness")
+        mutated = set(self.meta.get("mutates", []))
+        for name, t in inputs.items():
+            if isinstance(t, torch.Tensor) and name not in mutated and not same_bits(t, pristine[name]):
+                return None, None, f"candidate modified its input {name!r}", inputs, pristine
+        out_c_host = to_host(out_c)
+        ref_inputs = to_device(pristine, self.device)
+        with torch.no_grad():
+            out_r = call(ref, ref_inputs)
+        sync(self.device)
+        out_r_host = to_host(out_r)
+        poison(out_r)
+        poison(ref_inputs)
+        return out_c_host, out_r_host, None, inputs, pristine
+
+    def stage_correctness(self, shapes, outliers: bool) -> None:
+        stage = "outliers" if outliers else "correctness"
+        draws = 1 if outliers else max(3, int(self.cfg.get("draws", 3)))
+        base = int(self.cfg.get("seed", 0)) + (10_000 if outliers else 0)
+        failures = []
+        for si, shape in enumerate(shapes):
+            self.progress(stage, shape.id)
+            sr = self.shape_results[shape.id]
+            t0 = time.perf_counter()
+            try:
+                ref, cand = self.build_candidate(shape.to_spec)
+                prints = []
+                for d in range(draws):
+                    out_c, out_r, why, inputs, pristine = self.draw(shape, cand, ref, base + 1000 * si + d, outliers)
+                    if why:
+                        raise StageFailure("incorrect", why, stage)
+                    worst, _ = cmp.compare_outputs(out_c, out_r, self.meta)
+                    key = "outlier_rel_err" if outliers else "rel_err"
+                    setattr(sr, key, max(getattr(sr, key) or 0.0, worst.rel_err))
+                    if not outliers:
+                        sr.max_abs_err = max(sr.max_abs_err or 0.0, worst.max_abs_err)
+                        sr.draws += 1
+                    if not worst.ok:
+                        raise StageFailure("incorrect", f"draw {d}: {worst.reason}", stage)
+                    prints.append((fingerprint(out_c), fingerprint(out_r)))
+                    if d == 0 and not outliers:
+                        self.check_repeat(cand, shape, pristine, out_c)
+                if not outliers and len({p[1] for p in prints}) > 1 and len({p[0] for p in prints}) == 1:
+                    raise StageFailure("incorrect", "output identical across different inputs "
+                                       "(constant or cached result)", stage)
+            except StageFailure as f:
+                sr.correct, sr.failed_stage, sr.reason = False, f.stage, f.reason
+                if f.status != "incorrect":
+                    raise
+                failures.append((shape.id, f))
+            except BaseException as e:  # noqa: BLE001
+                f = classify_exception(e, stage)
+                sr.correct, sr.failed_stage, sr.reason = False, stage, f.reason
+                raise f from None
+            else:
+                sr.correct = True
+            self.timer.setdefault(stage + "_s", 0.0)
+            self.timer[stage + "_s"] += time.perf_counter() - t0
+        if failures:
+            sid, f = failures[0]
+            raise StageFailure("incorrect", f"{len(failures)} of {len(shapes)} shapes failed; "
+                               f"shape {sid}: {f.reason}", stage)
+
+    def check_repeat(self, cand, shape, pristine, first_out) -> None:
+        """Same input twice must give the same answer (within tolerance): races show up here."""
+        inputs = to_device(pristine, self.device)
+        again = to_host(self.run_candidate(cand, inputs, shape.id))
+        ok, _ = cmp.compare_outputs(again, first_out, self.meta)
+        if not ok.ok:
+            raise StageFailure("incorrect", "nondeterministic: two runs on the same input differ ("
+                               + ok.reason + ")", "correctness")
+
+    def stage_fallback(self, shapes) -> None:
+        self.progress("fallback")
+        problems = []
+        for shape in shapes:
+            ev = self.evidence.get(shape.id, {})
+            sr = self.shape_results[shape.id]
+            sr.kernels = dict(ev.get("launches", {}))
+            ops = sorted(ev.get("compute", {}))
+            if ev.get("own_calls", 0) < ev.get("calls", 0):
+                ops.append("no Triton kernel of the candidate's own launched in some calls")
+            if self.device.startswith("cuda"):
+                ops += self.profile_shape(shape)
+            if ops:
+                sr.fallback_ops, sr.failed_stage = ops, "fallback"
+                sr.reason = "PyTorch compute inside forward: " + ", ".join(ops[:6])
+                problems.append((shape.id, ops))
+        if problems:
+            sid, ops = problems[0]
+            raise StageFailure("fallback", f"{len(problems)} of {len(shapes)} shapes run PyTorch compute; "
+                               f"shape {sid}: " + ", ".join(ops[:8]), "fallback")
+
+    def profile_shape(self, shape) -> list[str]:
+        """GPU: every kernel the forward launches, from torch.profiler; foreign ones are fallbacks."""
+        from torch.profiler import ProfilerActivity, profile
+        ref, cand = self.build_candidate(shape.to_spec)
+        torch.manual_seed(int(self.cfg.get("seed", 0)) + 77)
+        inputs = self.rt.make_inputs(shape.to_spec)
+        with torch.no_grad():
+            call(cand, inputs)  # warm (autotune, compile) outside the profile
+        sync(self.device)
+        stream = torch.cuda.current_stream().cuda_stream
+        with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
+            call(cand, inputs)
+            sync(self.device)
+        bad, rows, own_seen, streams = [], {}, False, set()
+        for evt in prof.events():
+            if evt.device_type != torch.autograd.DeviceType.CUDA:
+                continue
+            kind = classify_gpu_kernel(evt.name, self.own_kernels)
+            r = rows.setdefault(evt.name, {"kernel": evt.name[:120], "kind": kind, "calls": 0, "us": 0.0})
+            r["calls"] += 1
+            r["us"] += evt.device_time if hasattr(evt, "device_time") else evt.cuda_time
+            if kind == "own":
+                own_seen = True
+                streams.add(getattr(evt, "device_resource_id", None))
+            elif kind == "foreign" and evt.name not in bad:
+                bad.append(evt.name[:100])
+        self.shape_results[shape.id].profile = sorted(rows.values(), key=lambda r: -r["us"])
+        out = [f"kernel {b}" for b in bad]
+        if not own_seen:
+            out.append("no Triton kernel of the candidate's own ran on the GPU")
+        if len(streams - {None}) > 1:
+            out.append(f"own kernels ran on {len(streams)} streams (harness stream {stream})")
+        return out
+
+    # -- driver ----------------------------------------------------------------------------
+    def run(self) -> EvalResult:
+        t_start = time.perf_counter()
+        if self.device == "cpu":
+            from aka.evaluate.interp_fix import install
+            install()
+        self.launches = LaunchLog().install()
+        # Modules that patch torch on first import (dynamo wraps torch.manual_seed) are imported
+        # before the snapshot, so later harness imports do not look like candidate tampering.
+        import torch._dynamo  # noqa: F401
+        import torch.profiler  # noqa: F401
+        import torch.utils.flop_counter  # noqa: F401
+        self.snapshot = Snapshot()
+        self.own_kernels = set(self.spec.get("kernels", []))
+        self.rt = ProblemRuntime(self.spec["problem"], self.device)
+        shapes = [_Shape(s) for s in self.spec["shapes"]]
+        for s in shapes:
+            self.shape_results[s.id] = ShapeResult(id=s.id, label=s.label)
+        self.res.shapes = list(self.shape_results.values())
+        self.res.env = self.environment()
+        if self.device == "cpu":
+            self.res.notes.append("CPU mode: Triton interpreter; correctness only, no timing and no "
+                                  "profiler-based fallback check (ATen-dispatch fallback check still runs)")
+        try:
+            self.stage_import()
+            self.res.stages_run.append("import")
+            self.stage_first_call(shapes[0])
+            self.res.stages_run.append("first_call")
+            self.stage_correctness(shapes, outliers=False)
+            self.res.stages_run.append("correctness")
+            if (self.meta.get("outliers") or {}).get("enabled", True) and self.cfg.get("outliers", True):
+                self.stage_correctness(shapes, outliers=True)
+                self.res.stages_run.append("outliers")
+            else:
+                self.res.notes.append("outlier stage skipped (meta.json opt-out)")
+            self.stage_fallback(shapes)
+            self.res.stages_run.append("fallback")
+            if self.device.startswith("cuda") and self.cfg.get("timing", True):
+                from aka.evaluate.timing import time_shapes
+                self.progress("timing")
+                t0 = time.perf_counter()
+                time_shapes(self, shapes)
+                self.timer["timing_s"] = time.perf_counter() - t0
+                self.res.stages_run.append("timing")
+            self.res.status, self.res.reason = "pass", "all stages passed"
+        except StageFailure as f:
+            self.res.status, self.res.reason = f.status, f"[{f.stage}] {f.reason}"
+        self.collect_costs(shapes)
+        self.timer["worker_total_s"] = time.perf_counter() - t_start
+        self.res.wall_s.update({k: round(v, 3) for k, v in self.timer.items()})
+        return self.res
+
+    def stage_first_call(self, shape) -> None:
+        self.progress("first_call", shape.id)
+        t0 = time.perf_counter()
+        try:
+            ref, cand = self.build_candidate(shape.to_spec)
+            torch.manual_seed(int(self.cfg.get("seed", 0)) - 1)
+            inputs = self.rt.make_inputs(shape.to_spec)
+            self.run_candidate(cand, inputs, shape.id)
+        except StageFailure:
+            raise
+        except BaseException as e:  # noqa: BLE001
+            f = classify_exception(e, "first_call")
+            sr = self.shape_results[shape.id]
+            sr.correct, sr.failed_stage, sr.reason = False, "first_call", f.reason
+            raise f from None
+        self.check_guards("first_call")
+        self.timer["first_call_s"] = time.perf_counter() - t0  # includes Triton JIT compile
+
+    def collect_costs(self, shapes) -> None:
+        """Bytes of the real tensors and FLOPs the reference performs: inputs to the roofline."""
+        if not self.cfg.get("costs", True):
+            return
+        from torch.utils.flop_counter import FlopCounterMode
+        for shape in shapes:
+            sr = self.shape_results[shape.id]
+            try:
+                torch.manual_seed(1)
+                ref = self.rt.make_reference(shape.to_spec)
+                inputs = self.rt.make_inputs(shape.to_spec)
+                with torch.no_grad(), FlopCounterMode(display=False) as fc:
+                    out = call(ref, inputs)
+                nbytes = sum(t.numel() * t.element_size() for t in _tensors(inputs))
+                nbytes += sum(t.numel() * t.element_size() for t in _tensors(out))
+                first = next((t for t in _tensors(inputs) if t.is_floating_point()), None)
+                key = _dtype_key(first.dtype) if first is not None else "fp32"
+                sr.bytes = float(nbytes)
+                sr.flops = {key: float(fc.get_total_flops())} if fc.get_total_flops() else {}
+                del out, inputs, ref
+            except Exception as e:  # noqa: BLE001 - a cost we cannot count is reported, not fatal
+                self.res.notes.append(f"shape {shape.id}: could not count bytes/FLOPs ({type(e).__name__})")
+
+    def environment(self) -> dict:
+        import platform
+
+        import triton
+        env = {"torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version(),
+               "device": self.device}
+        if self.device.startswith("cuda"):
+            p = torch.cuda.get_device_properties(0)
+            env.update(gpu=p.name, sm_count=p.multi_processor_count, l2_bytes=getattr(p, "L2_cache_size", None))
+            try:
+                from aka.hardware import read_device_state
+                st = read_device_state(0)
+                if st is not None:
+                    env["clocks"] = {k: v for k, v in vars(st).items()}
+            except Exception as e:  # noqa: BLE001 - NVML is optional
+                env["clocks"] = f"unavailable: {type(e).__name__}"
+        else:
+            env["gpu"] = None
+        return env
+
+
+def _dtype_key(dt: torch.dtype) -> str:
+    if dt in cmp.FP8_DTYPES:
+        return "fp8"
+    return {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16", torch.float64: "fp64",
+            torch.int8: "int8"}.get(dt, "fp32")
+
+
+class _Shape:
+    def __init__(self, d: dict):
+        self.id, self.label = str(d["id"]), d.get("label", "")
+        self.to_spec = d
+
+
+def main(argv: list[str]) -> int:
+    spec_path, fd = argv[1], int(argv[2])
+    chan = os.fdopen(fd, "w", buffering=1)
+
+    def emit(msg: dict) -> None:
+        chan.write(json.dumps(msg) + "\n")
+        chan.flush()
+
+    with open(spec_path) as f:
+        spec = json.load(f)
+    try:
+        res = Worker(spec, emit).run()
+    except BaseException as e:  # noqa: BLE001 - harness bug or candidate escape: say so, don't hide it
+        res = EvalResult(status="crashed", reason=trim(f"worker error: {type(e).__name__}: {e}\n"
+                                                       + traceback.format_exc(), 20, 2000),
+                         problem=spec["problem"]["name"], device=spec.get("device", "cpu"))
+    emit({"event": "result", "result": res.to_json()})
+    chan.close()
+    sys.stdout.flush()
+    # Skip interpreter teardown: a candidate's atexit hooks or CUDA context teardown cannot
+    # change a verdict that has already been sent.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

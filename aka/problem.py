@@ -1,0 +1,189 @@
+"""Problems: an operator directory (ours or Atrex-Bench's) or a KernelBench single file.
+
+Only file discovery and validation happen here; the modules themselves are imported inside the
+evaluation worker (aka/evaluate/loader.py), never in the parent process.
+"""
+from __future__ import annotations
+
+import ast
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BENCH_OPS = REPO_ROOT / "bench" / "ops"
+
+
+class ProblemError(ValueError):
+    """Bad problem input: the message is one line meant for the user."""
+
+
+@dataclass
+class ShapeCase:
+    id: str
+    init_kwargs: dict = field(default_factory=dict)
+    input_kwargs: dict = field(default_factory=dict)
+    info: dict = field(default_factory=dict)  # provenance: model, phase, tokens, tp, weight
+
+    @property
+    def weight(self) -> float:
+        return float(self.info.get("weight", 1.0))
+
+    def label(self) -> str:
+        kw = {**self.input_kwargs}
+        return ",".join(f"{k}={v}" for k, v in kw.items() if not isinstance(v, (dict, list)))
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "init_kwargs": self.init_kwargs, "input_kwargs": self.input_kwargs}
+
+
+@dataclass
+class Problem:
+    name: str
+    kind: str  # "opdir" (ours), "atrex" (Atrex-Bench layout), "kernelbench" (single file)
+    root: Path
+    reference_path: Path
+    input_path: Path | None
+    meta: dict
+    shapes: dict[str, ShapeCase]
+    small_shapes: dict[str, ShapeCase]
+
+    @property
+    def category(self) -> str | None:
+        return self.meta.get("category")
+
+    def select(self, spec: str | list[str] | None) -> list[ShapeCase]:
+        """Shape ids to run: None/"all" -> every benchmark shape; "small" -> the CPU-sized set;
+        a comma list of ids (benchmark or small); "first" -> the first benchmark shape."""
+        if spec is None or spec == "all":
+            return list(self.shapes.values())
+        if spec == "small":
+            if not self.small_shapes:
+                raise ProblemError(f"{self.name}: meta.json has no small_shapes")
+            return list(self.small_shapes.values())
+        if spec == "first":
+            return [next(iter(self.shapes.values()))]
+        ids = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else list(spec)
+        pool = {**self.shapes, **self.small_shapes}
+        unknown = [i for i in ids if i not in pool]
+        if unknown:
+            known = ", ".join(list(pool)[:12]) + (" ..." if len(pool) > 12 else "")
+            raise ProblemError(f"{self.name}: unknown shape id(s) {', '.join(unknown)} (known: {known})")
+        return [pool[i] for i in ids]
+
+    def worker_spec(self) -> dict:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "reference": str(self.reference_path),
+            "input": str(self.input_path) if self.input_path else None,
+            "meta": self.meta,
+        }
+
+
+def resolve_problem_path(spec: str | Path) -> Path:
+    """Accept a path, or a bare operator name of the bundled benchmark (`rms_norm`)."""
+    p = Path(spec).expanduser()
+    if p.exists():
+        return p.resolve()
+    if isinstance(spec, str) and "/" not in spec and (BENCH_OPS / spec).is_dir():
+        return (BENCH_OPS / spec).resolve()
+    raise ProblemError(f"problem not found: {spec} (a path, or one of the operators under {BENCH_OPS})")
+
+
+def load_problem(spec: str | Path) -> Problem:
+    path = resolve_problem_path(spec)
+    if path.is_file():
+        return _load_kernelbench(path)
+    return _load_opdir(path)
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ProblemError(f"malformed {path.name} in {path.parent}: {e.msg} at line {e.lineno}") from None
+    if not isinstance(data, dict):
+        raise ProblemError(f"malformed {path.name} in {path.parent}: expected an object")
+    return data
+
+
+def _parse_shapes(raw: dict, where: Path, info: dict | None = None) -> dict[str, ShapeCase]:
+    shapes = {}
+    for sid, entry in raw.items():
+        if not isinstance(entry, dict) or not set(entry) <= {"init_kwargs", "input_kwargs"} | set(entry):
+            raise ProblemError(f"malformed shapes in {where}: entry {sid!r} is not an object")
+        init, inp = entry.get("init_kwargs", {}), entry.get("input_kwargs", {})
+        if not isinstance(init, dict) or not isinstance(inp, dict):
+            raise ProblemError(f"malformed shapes in {where}: entry {sid!r} needs init_kwargs and input_kwargs objects")
+        shapes[str(sid)] = ShapeCase(str(sid), init, inp, dict((info or {}).get(str(sid), {})))
+    return shapes
+
+
+def _load_opdir(path: Path) -> Problem:
+    ref, inp, shp = path / "reference.py", path / "input.py", path / "shapes.json"
+    missing = [p.name for p in (ref, inp, shp) if not p.exists()]
+    if missing:
+        raise ProblemError(f"{path} is not an operator directory: missing {', '.join(missing)}")
+    raw_shapes = _read_json(shp)
+    if not raw_shapes:
+        raise ProblemError(f"{shp} has no shapes")
+    kind = "opdir"
+    if (path / "meta.json").exists():
+        meta = _read_json(path / "meta.json")
+    elif (path / "metadata.json").exists():
+        kind, meta = "atrex", _atrex_meta(path)
+    else:
+        meta = {}
+    shapes = _parse_shapes(raw_shapes, shp, meta.get("shapes"))
+    small = _parse_shapes(meta.get("small_shapes") or {}, path / "meta.json")
+    _check_reference(ref)
+    return Problem(meta.get("name", path.name), kind, path, ref, inp, meta, shapes, small)
+
+
+def _atrex_meta(path: Path) -> dict:
+    """Translate Atrex-Bench's metadata.json + roofline.json into the fields we use."""
+    md = _read_json(path / "metadata.json")
+    meta: dict = {"name": path.name, "source": "atrex-bench", "atrex_id": md.get("id")}
+    if isinstance(md.get("shapes"), dict):
+        meta["shapes"] = {k: {"description": v.get("description", "")} for k, v in md["shapes"].items()}
+    if md.get("importance_score") is not None:
+        meta["importance"] = md["importance_score"]
+    roof = path / "roofline.json"
+    if roof.exists():
+        per_shape = {}
+        for sid, r in (_read_json(roof).get("shapes") or {}).items():
+            w, rd, wr = r.get("semantic_W_flops"), r.get("semantic_Q_read_bytes"), r.get("semantic_Q_write_bytes")
+            if rd is not None and wr is not None:
+                flops = {_ATREX_DT.get(k, k): float(v) for k, v in (w or {}).items()}
+                per_shape[sid] = {"flops": flops, "bytes": float(rd) + float(wr)}
+        if per_shape:
+            meta["cost"] = {"per_shape": per_shape}
+    return meta
+
+
+_ATREX_DT = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32", "fp8": "fp8", "f32": "fp32"}
+
+
+def _check_reference(ref: Path) -> None:
+    try:
+        tree = ast.parse(ref.read_text(), filename=str(ref))
+    except SyntaxError as e:
+        raise ProblemError(f"{ref}: syntax error at line {e.lineno}: {e.msg}") from None
+    if not any(isinstance(n, ast.ClassDef) and n.name == "Model" for n in tree.body):
+        raise ProblemError(f"{ref} defines no class Model")
+
+
+def _load_kernelbench(path: Path) -> Problem:
+    if path.suffix != ".py":
+        raise ProblemError(f"{path}: a problem file must be a KernelBench .py file or an operator directory")
+    try:
+        tree = ast.parse(path.read_text(), filename=str(path))
+    except SyntaxError as e:
+        raise ProblemError(f"{path}: syntax error at line {e.lineno}: {e.msg}") from None
+    names = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    need = {"Model", "get_inputs", "get_init_inputs"}
+    if not need <= names:
+        raise ProblemError(f"{path}: a KernelBench problem needs {', '.join(sorted(need - names))}")
+    shape = ShapeCase("0", {}, {}, {"description": "KernelBench get_inputs()"})
+    return Problem(path.stem, "kernelbench", path.parent, path, None, {"name": path.stem}, {"0": shape}, {"0": shape})
