@@ -1,0 +1,1 @@
+"""Fakes of external services for tests."""
