@@ -100,10 +100,42 @@ def evaluate(problem: Problem | str | Path, candidate: str | Path, *, shapes=Non
         "config": {k: v for k, v in asdict(cfg).items() if k not in ("sandbox", "device")} | {"seed": seed},
     }
     files = [prob.reference_path] + ([prob.input_path] if prob.input_path else [])
+    spec["problem"]["source_hash"] = _hash_paths(files)
+    spec["config"]["baseline_cache"] = str(_cache_root() / "baselines")
     res = run_worker(spec, source, files, cfg.sandbox, on_progress=on_progress)
     res.candidate = str(candidate)
     res.stages_run = ["static"] + res.stages_run
-    return _finish(res, prob, selected)
+    res = _finish(res, prob, selected)
+    if cfg.ncu and res.status == "pass" and device.startswith("cuda"):
+        _attach_ncu(res, spec, source, cfg)
+    return res
+
+
+def _cache_root() -> Path:
+    return Path(os.environ.get("AKA_CACHE_DIR", Path.home() / ".cache" / "aka"))
+
+
+def _hash_paths(paths) -> str:
+    import hashlib
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(Path(p).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _attach_ncu(res: EvalResult, spec: dict, source: str, cfg: EvalConfig) -> None:
+    """Nsight Compute metrics for one shape (default: the one with the most bytes)."""
+    from aka.evaluate.ncu_run import profile_shape
+    shapes = {s.id: s for s in res.shapes}
+    sid = cfg.ncu_shape or max(res.shapes, key=lambda s: s.bytes or 0).id
+    sr = shapes.get(sid)
+    if sr is None:
+        res.notes.append(f"--ncu: unknown shape {sid}")
+        return
+    per_forward = sum((sr.kernels or {}).values()) or 1
+    sr.ncu = profile_shape(spec, source, sid, per_forward, sr.bytes)
+    if not sr.ncu.get("available"):
+        res.notes.append(f"ncu unavailable: {sr.ncu.get('reason')}")
 
 
 def _finish(res: EvalResult, prob: Problem, selected) -> EvalResult:

@@ -487,7 +487,32 @@ class _Shape:
         self.to_spec = d
 
 
+def ncu_target(spec: dict) -> int:
+    """Run under Nsight Compute: warm up (JIT, autotune), then exactly one more forward. The
+    parent keeps the trailing launches, those of that last forward."""
+    w = Worker(spec, lambda msg: None)
+    w.launches = LaunchLog().install()
+    w.own_kernels = set(spec.get("kernels", []))
+    w.rt = ProblemRuntime(spec["problem"], w.device)
+    w.stage_import()
+    shape = _Shape(spec["shapes"][0])
+    _, cand = w.build_candidate(shape.to_spec)
+    torch.manual_seed(int(w.cfg.get("seed", 0)))
+    inputs = w.rt.make_inputs(shape.to_spec)
+    with torch.no_grad():
+        for _ in range(3):
+            call(cand, inputs)
+        torch.cuda.synchronize()
+        call(cand, inputs)
+        torch.cuda.synchronize()
+    print("AKA_NCU_LAUNCHES_PER_FORWARD", json.dumps(w.launches.counts))
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if argv[2] == "ncu":
+        with open(argv[1]) as f:
+            return ncu_target(json.load(f))
     spec_path, fd = argv[1], int(argv[2])
     chan = os.fdopen(fd, "w", buffering=1)
 

@@ -1,0 +1,219 @@
+"""GPU timing inside the worker: cold L2, many samples, medians with 95% CIs, interleaved.
+
+Two methods, chosen per implementation from a warm-up estimate:
+  * cuda_events (calls >= 20 us): every sample is one call between two CUDA events, preceded by
+    a write over a buffer of 2x the L2 so the inputs come from HBM, as they do in a serving step.
+  * cuda_graph (calls < 20 us): a CUDA graph holding G back-to-back calls, each on a different
+    input set, the sets together at least 3x the L2, so inputs are evicted before they are reused;
+    one sample is one replay divided by G. Launch overhead (2-5 us per call measured on the H200,
+    shared/anchors) would otherwise be most of what a decode-sized kernel is "timed" at. Its
+    un-graphed per-call time is reported too (`eager_call_us`), since serving without graphs pays it.
+Candidate, eager reference and torch.compile(reference) are sampled in rounds, A B C A B C ..., with
+the order rotated every round, so a clock drift or a thermal step hits all of them alike.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+import torch
+
+from aka.evaluate.loader import call
+from aka.evaluate.stats import median_ci
+
+GRAPH_BELOW_US = 20.0
+ROUNDS = 5
+TARGET_MS_PER_IMPL = 60.0      # measured time per implementation per shape, all rounds together
+MIN_SAMPLES, MAX_SAMPLES = 25, 400
+MAX_SETS = 256
+
+
+def _tensors_bytes(inputs: dict) -> int:
+    return sum(t.numel() * t.element_size() for t in inputs.values() if isinstance(t, torch.Tensor))
+
+
+class Impl:
+    def __init__(self, name: str, model, capturable: bool = True):
+        self.name, self.model, self.capturable = name, model, capturable
+        self.method = None
+        self.samples: list[float] = []
+        self.eager_call_us = None
+        self.graph = None
+        self.graph_calls = 1
+        self.error = None
+
+    def __call__(self, inputs):
+        return call(self.model, inputs)
+
+
+def _event_time_us(fn, n: int) -> float:
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(n):
+        fn()
+    e.record()
+    e.synchronize()
+    return s.elapsed_time(e) * 1000.0 / n
+
+
+class ShapeTimer:
+    def __init__(self, impls: list[Impl], input_sets: list[dict], l2_bytes: int):
+        self.impls, self.sets = impls, input_sets
+        self.flush_buf = torch.empty(max(2 * l2_bytes, 64 << 20), dtype=torch.uint8, device="cuda")
+
+    def flush(self):
+        self.flush_buf.zero_()
+
+    def prepare(self, impl: Impl) -> None:
+        with torch.no_grad():
+            for _ in range(3):  # compile, autotune, allocator warm-up
+                impl(self.sets[0])
+        torch.cuda.synchronize()
+        est = _event_time_us(lambda: impl(self.sets[0]), 5)
+        k = len(self.sets)
+        impl.eager_call_us = _event_time_us(lambda: [impl(self.sets[i % k]) for i in range(k)], 3) / k
+        impl.method = "cuda_graph" if (est < GRAPH_BELOW_US and impl.capturable) else "cuda_events"
+        if impl.method == "cuda_graph":
+            try:
+                self._capture(impl)
+            except Exception as e:  # noqa: BLE001 - not capturable: fall back to events, say so
+                impl.method, impl.graph, impl.error = "cuda_events", None, f"graph capture failed: {type(e).__name__}"
+                torch.cuda.synchronize()
+        impl.estimate_us = est
+
+    def _capture(self, impl: Impl) -> None:
+        g = torch.cuda.CUDAGraph()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s), torch.no_grad():
+            for inp in self.sets[:2]:
+                impl(inp)
+        torch.cuda.current_stream().wait_stream(s)
+        torch.cuda.synchronize()
+        with torch.no_grad(), torch.cuda.graph(g):
+            for inp in self.sets:
+                impl(inp)
+        torch.cuda.synchronize()
+        impl.graph, impl.graph_calls = g, len(self.sets)
+        impl.graph.replay()
+        torch.cuda.synchronize()
+
+    def sample(self, impl: Impl, n: int) -> None:
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        with torch.no_grad():
+            if impl.graph is not None:
+                for i in range(n):
+                    starts[i].record()
+                    impl.graph.replay()
+                    ends[i].record()
+            else:
+                k = len(self.sets)
+                for i in range(n):
+                    self.flush()
+                    starts[i].record()
+                    impl(self.sets[i % k])
+                    ends[i].record()
+        torch.cuda.synchronize()
+        per = impl.graph_calls if impl.graph is not None else 1
+        impl.samples += [s.elapsed_time(e) * 1000.0 / per for s, e in zip(starts, ends)]
+
+    def run(self) -> None:
+        live = []
+        for impl in self.impls:
+            try:
+                self.prepare(impl)
+                live.append(impl)
+            except Exception as e:  # noqa: BLE001 - a baseline that cannot run is reported, not fatal
+                impl.error = f"{type(e).__name__}: {str(e)[:200]}"
+        for r in range(ROUNDS):
+            order = live[r % len(live):] + live[:r % len(live)] if live else []
+            for impl in order:
+                per_sample = max(impl.estimate_us, 1.0) * (impl.graph_calls if impl.graph is not None else 1)
+                n = int(TARGET_MS_PER_IMPL * 1000.0 / per_sample / ROUNDS)
+                n = max(MIN_SAMPLES // ROUNDS, min(MAX_SAMPLES // ROUNDS, n))
+                self.sample(impl, max(n, 2))
+
+
+def make_input_sets(rt, shape: dict, seed: int, l2_bytes: int) -> list[dict]:
+    torch.manual_seed(seed)
+    first = rt.make_inputs(shape)
+    per = max(1, _tensors_bytes(first))
+    n = 1 if per >= 3 * l2_bytes else min(MAX_SETS, math.ceil(3 * l2_bytes / per))
+    sets = [first]
+    for i in range(1, n):
+        torch.manual_seed(seed + i)
+        sets.append(rt.make_inputs(shape))
+    return sets
+
+
+def _baseline_cache_path(worker, shape) -> Path | None:
+    root = worker.cfg.get("baseline_cache")
+    if not root:
+        return None
+    env = worker.res.env
+    key = json.dumps([worker.spec["problem"].get("source_hash"), shape.to_spec.get("init_kwargs"),
+                      shape.to_spec.get("input_kwargs"), env.get("gpu"), env.get("torch"), env.get("triton")],
+                     sort_keys=True, default=str)
+    h = hashlib.sha256(key.encode()).hexdigest()[:20]
+    return Path(root) / f"{worker.spec['problem']['name']}-{shape.id}-{h}.json"
+
+
+def time_shapes(worker, shapes) -> None:
+    """Time candidate (and baselines) for every shape; fills the worker's ShapeResults."""
+    props = torch.cuda.get_device_properties(0)
+    l2 = int(getattr(props, "L2_cache_size", 50 << 20))
+    import torch._dynamo
+    torch._dynamo.config.cache_size_limit = max(64, torch._dynamo.config.cache_size_limit)
+    for si, shape in enumerate(shapes):
+        worker.progress("timing", shape.id)
+        sr = worker.shape_results[shape.id]
+        ref, cand = worker.build_candidate(shape.to_spec)
+        cache_path = _baseline_cache_path(worker, shape)
+        cached = None
+        if cache_path and cache_path.exists() and not worker.cfg.get("fresh_baselines"):
+            try:
+                cached = json.loads(cache_path.read_text())
+            except (OSError, json.JSONDecodeError):
+                cached = None
+        impls = [Impl("candidate", cand)]
+        if worker.cfg.get("baselines", True) and cached is None:
+            impls += [Impl("eager", ref), Impl("compile", torch.compile(ref))]
+        sets = make_input_sets(worker.rt, shape.to_spec, int(worker.cfg.get("seed", 0)) + 50_000 + 100 * si, l2)
+        timer = ShapeTimer(impls, sets, l2)
+        timer.run()
+        res = {}
+        for impl in impls:
+            if impl.samples:
+                med, lo, hi = median_ci(impl.samples)
+                res[impl.name] = {"median_us": med, "ci_us": [lo, hi], "n": len(impl.samples),
+                                  "method": impl.method, "eager_call_us": impl.eager_call_us}
+            elif impl.error:
+                worker.res.notes.append(f"shape {shape.id}: {impl.name} not timed ({impl.error})")
+            if impl.error and impl.samples:
+                worker.res.notes.append(f"shape {shape.id}: {impl.name}: {impl.error}")
+        c = res.get("candidate")
+        if c:
+            sr.time_us, sr.time_ci_us = c["median_us"], c["ci_us"]
+            sr.timing_method, sr.eager_call_us = c["method"], c["eager_call_us"]
+        base = cached or {k: v for k, v in res.items() if k in ("eager", "compile")}
+        if cached is None and cache_path and base:
+            cache_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache_path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps(dict(base, measured_at=time.time())))
+            os.replace(tmp, cache_path)
+        if "eager" in base:
+            sr.eager_us = base["eager"]["median_us"]
+        if "compile" in base:
+            sr.compile_us = base["compile"]["median_us"]
+        if sr.time_us:
+            sr.speedup_eager = sr.eager_us / sr.time_us if sr.eager_us else None
+            sr.speedup_compile = sr.compile_us / sr.time_us if sr.compile_us else None
+        worker.timing_detail = getattr(worker, "timing_detail", {})
+        worker.timing_detail[shape.id] = dict(res, baselines_cached=cached is not None)
+        del timer, sets, impls, ref, cand
+        torch.cuda.empty_cache()
