@@ -78,6 +78,12 @@ class LaunchLog:
     def reset(self):
         self.counts = {}
 
+    def uninstall(self):
+        """Restore Triton's own launchers (timing must not pay for the counting wrapper)."""
+        for cls, attr, orig in self._orig:
+            setattr(cls, attr, orig)
+        self._orig = []
+
 
 class AtenLog(TorchDispatchMode):
     """Records ATen ops issued by the candidate's own Python (not by Triton's launcher)."""

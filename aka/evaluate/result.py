@@ -13,6 +13,15 @@ STATUSES = ("pass", "incorrect", "fallback", "compile_error", "runtime_error", "
 STAGES = ("static", "import", "first_call", "correctness", "outliers", "fallback", "timing")
 
 
+class StageFailure(Exception):
+    """Raised inside the worker when a stage gives its verdict; here so every module (the worker
+    runs as __main__) shares one class."""
+
+    def __init__(self, status: str, reason: str, stage: str):
+        super().__init__(reason)
+        self.status, self.reason, self.stage = status, reason, stage
+
+
 @dataclass
 class ShapeResult:
     id: str

@@ -27,13 +27,7 @@ import torch
 from aka.evaluate import compare as cmp
 from aka.evaluate.guards import AtenLog, LaunchLog, Snapshot, classify_gpu_kernel
 from aka.evaluate.loader import ProblemRuntime, call, import_file
-from aka.evaluate.result import EvalResult, ShapeResult
-
-
-class StageFailure(Exception):
-    def __init__(self, status: str, reason: str, stage: str):
-        super().__init__(reason)
-        self.status, self.reason, self.stage = status, reason, stage
+from aka.evaluate.result import EvalResult, ShapeResult, StageFailure
 
 
 def trim(text: str, max_lines: int = 30, max_chars: int = 2500) -> str:
@@ -53,8 +47,11 @@ def classify_exception(e: BaseException, stage: str) -> StageFailure:
                               "unspecified launch failure", "cuda error", "illegal instruction")):
         return StageFailure("crashed", trim(text, 8, 800), stage)
     names = {c.__name__ for c in type(e).__mro__}
+    # Raised from inside Triton's compiler (code generation, "Unsupported function referenced"):
+    # a compile error whatever the exception class.
+    in_compiler = any("/triton/compiler/" in f.filename for f in traceback.extract_tb(e.__traceback__))
     if names & {"CompilationError", "CompileTimeAssertionFailure", "SyntaxError", "ImportError", "NameError"} \
-            or (stage == "import"):
+            or in_compiler or (stage == "import"):
         return StageFailure("compile_error", trim(_compile_message(e)), stage)
     return StageFailure("runtime_error", trim(text + "\n" + _user_frames(e)), stage)
 
@@ -399,6 +396,7 @@ class Worker:
             self.res.stages_run.append("fallback")
             if self.device.startswith("cuda") and self.cfg.get("timing", True):
                 from aka.evaluate.timing import time_shapes
+                self.launches.uninstall()
                 self.progress("timing")
                 t0 = time.perf_counter()
                 time_shapes(self, shapes)
@@ -492,6 +490,7 @@ def ncu_target(spec: dict) -> int:
     parent keeps the trailing launches, those of that last forward."""
     w = Worker(spec, lambda msg: None)
     w.launches = LaunchLog().install()
+    w.snapshot = Snapshot()
     w.own_kernels = set(spec.get("kernels", []))
     w.rt = ProblemRuntime(spec["problem"], w.device)
     w.stage_import()

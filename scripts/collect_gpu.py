@@ -1,0 +1,98 @@
+"""Turn a device run's $OUT folder into committed tables with provenance.
+
+    python scripts/collect_gpu.py /work/.device/N [--dest bench/results/h200]
+
+Reads provenance.txt, calibration.json, gpu_results.jsonl, pytest logs and eval JSONs written by
+scripts/gpu_run.sh; writes markdown tables plus the raw files they were made from.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+
+def _f(v, spec=".2f"):
+    return "-" if v is None else format(v, spec)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("src")
+    ap.add_argument("--dest", default="bench/results/h200")
+    a = ap.parse_args()
+    src, dest = Path(a.src), Path(a.dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    raw = dest / "raw"
+    raw.mkdir(exist_ok=True)
+    for p in src.iterdir():
+        if p.is_file() and p.stat().st_size < 2_000_000:
+            shutil.copy(p, raw / p.name)
+    prov = (src / "provenance.txt").read_text().strip() if (src / "provenance.txt").exists() else "unknown"
+    out = ["# Measurement acceptance on the H200", "", "Produced by `bash scripts/gpu_run.sh harness` on the",
+           "device, then `python scripts/collect_gpu.py <out>`. Provenance:", "", "```", prov, "```", ""]
+    rows = [json.loads(l) for l in (src / "gpu_results.jsonl").read_text().splitlines() if l.strip()] \
+        if (src / "gpu_results.jsonl").exists() else []
+    rep = [r for r in rows if r["kind"] == "repeatability"]
+    if rep:
+        out += ["## The same kernel timed twice in one run (RMSNorm, bf16)", "",
+                "| shape | method | run A µs | run B µs | spread | limit |", "|---|---|---|---|---|---|"]
+        out += [f"| {r['shape'][0]}x{r['shape'][1]} | {r['method']} | {_f(r['a_us'], '.3f')} | {_f(r['b_us'], '.3f')} "
+                f"| {r['spread']:.2%} | {r['limit']:.0%} |" for r in rep]
+        out.append("")
+    ka = [r for r in rows if r["kind"].startswith("known_")]
+    if ka:
+        out += ["## Known answers", "", "| case | time µs | IOU | MFU | SOL fraction |", "|---|---|---|---|---|"]
+        for r in ka:
+            if r["kind"] == "known_matmul":
+                out.append(f"| bf16 8192³ cuBLAS (eager reference) | {_f(r['eager_us'])} | - | {_f(r['eager_mfu'])} | - |")
+                out.append(f"| bf16 8192³ Triton candidate | {_f(r['time_us'])} | - | {_f(r['candidate_mfu'])} | - |")
+            else:
+                out.append(f"| {r['kind'][6:]} {r.get('shape', '')} | {_f(r['time_us'])} | {_f(r.get('iou'))} | - | "
+                           f"{_f(r.get('sol_fraction'), '.4f')} |")
+        out.append("")
+    three = [r for r in rows if r["kind"] == "three_ops"]
+    if three:
+        out += ["## Candidate, eager and torch.compile on three operators (cold L2, interleaved)", "",
+                "| op | shape | method | cand µs | 95% CI | eager µs | compile µs | ×eager | ×compile | SOL frac | un-graphed µs/call |",
+                "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in three:
+            ci = r.get("ci") or [None, None]
+            out.append(f"| {r['op']} | {r['label']} | {r['method']} | {_f(r['time_us'])} | {_f(ci[0])}–{_f(ci[1])} | "
+                       f"{_f(r['eager_us'])} | {_f(r['compile_us'])} | {_f(r['speedup_eager'])} | "
+                       f"{_f(r['speedup_compile'])} | {_f(r['sol_fraction'])} | {_f(r['eager_call_us'])} |")
+        out.append("")
+    cal = src / "calibration.json"
+    if cal.exists():
+        try:
+            c = json.loads(cal.read_text())
+            out += ["## `aka hw calibrate`", "", f"copy {c['copy_tbps']:.2f} TB/s (datasheet 4.8), bf16 matmul "
+                    f"{c['bf16_tflops']:.0f} TFLOP/s (datasheet 989), fp8 matmul {c.get('fp8_tflops', 0):.0f} "
+                    "TFLOP/s (datasheet 1979); raw: `raw/calibration.json`", ""]
+        except (json.JSONDecodeError, KeyError):
+            pass
+    ev = src / "eval_rms_norm_10shapes.json"
+    if ev.exists():
+        e = json.loads(ev.read_text())
+        out += ["## Harness overhead: `aka eval` of a 10-shape problem (rms_norm, shapes 0–9)", "",
+                f"status {e['status']}; wall seconds: " + ", ".join(f"{k} {v}" for k, v in e["wall_s"].items()), ""]
+    nc = src / "eval_rms_norm_ncu.json"
+    if nc.exists():
+        e = json.loads(nc.read_text())
+        for s in e["shapes"]:
+            if s.get("ncu"):
+                n = {k: v for k, v in s["ncu"].items() if k not in ("per_launch",)}
+                out += ["## Nsight Compute metrics parsed into the result (rms_norm shape "
+                        f"{s['id']}, {s['label']})", "", "```json", json.dumps(n, indent=1)[:3000], "```", ""]
+    log = next((p for p in (src / "pytest_gpu.log", src / "pytest_gpu_measure.log") if p.exists()), None)
+    if log:
+        tail = [l for l in log.read_text().splitlines() if any(w in l for w in ("passed", "failed", "XFAIL", "FAILED", "XPASS"))]
+        out += ["## GPU test summary (`pytest -m gpu`)", "", "```", *tail[-20:], "```", ""]
+    (dest / "MEASUREMENT.md").write_text("\n".join(out))
+    print(f"wrote {dest / 'MEASUREMENT.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Install into a fresh venv and run the CPU test suite (Triton interpreter; GPU tests skip).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+[ -d .venv ] || "$PY" -m venv .venv
+. .venv/bin/activate
+python -m pip install -q --upgrade pip
+# torch first and CPU-only (the wheel on this machine's disk), so pip never pulls a CUDA build.
+python -m pip install -q "torch==2.13.0"
+python -m pip install -q -e ".[test,llm]"
+python -m pytest -q -m "not gpu" -p no:cacheprovider "$@"

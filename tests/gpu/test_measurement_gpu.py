@@ -1,0 +1,79 @@
+"""GPU acceptance for the measurement layer: stable timing, known answers, baselines on 3 ops."""
+import pytest
+import torch
+
+from aka.evaluate.api import EvalConfig, evaluate
+from tests.gpu.conftest import kernel, problem
+
+
+def _eval(prob, cand, shapes, **kw):
+    return evaluate(prob, cand, shapes=shapes, config=EvalConfig(device="cuda", fresh_baselines=True, **kw))
+
+
+@pytest.mark.parametrize("shape", [(32, 4096), (4096, 4096), (32768, 8192)])
+def test_same_kernel_timed_twice_agrees(shape, record):
+    """Two Impl objects of one kernel, interleaved in one ShapeTimer: medians within 2% above
+    100 us and within 5% below."""
+    from aka.evaluate.loader import import_file
+    from aka.evaluate.stats import median_ci
+    from aka.evaluate.timing import Impl, ShapeTimer
+    mod = import_file(kernel("rms_norm"), "_t_rms")
+    model = mod.ModelNew(1e-6)
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    per = shape[0] * shape[1] * 2 * 2
+    n_sets = 1 if per >= 3 * l2 else min(256, -(-3 * l2 // per))
+    sets = [{"x": torch.randn(*shape, device="cuda", dtype=torch.bfloat16),
+             "weight": torch.randn(shape[1], device="cuda", dtype=torch.bfloat16)} for _ in range(n_sets)]
+    a, b = Impl("a", model), Impl("b", model)
+    ShapeTimer([a, b], sets, l2).run()
+    ma, mb = median_ci(a.samples)[0], median_ci(b.samples)[0]
+    spread = abs(ma - mb) / min(ma, mb)
+    limit = 0.02 if min(ma, mb) > 100 else 0.05
+    record("repeatability", shape=shape, a_us=ma, b_us=mb, spread=spread, limit=limit, method=a.method,
+           n=len(a.samples))
+    assert spread <= limit, f"{shape}: {ma:.3f} vs {mb:.3f} us ({spread:.1%} > {limit:.0%})"
+
+
+def test_known_answer_copy_iou(record):
+    res = _eval(problem("copy"), kernel("copy"), "large,medium", baselines=False)
+    assert res.status == "pass", res.reason
+    for s in res.shapes:
+        record("known_copy", shape=s.id, time_us=s.time_us, iou=s.iou, sol_fraction=s.sol_fraction,
+               method=s.timing_method)
+    large = next(s for s in res.shapes if s.id == "large")
+    assert 0.8 <= large.iou <= 1.0, large.iou
+
+
+def test_known_answer_slow_kernel(record):
+    res = _eval(problem("copy"), kernel("copy_slow"), "slow", baselines=False)
+    assert res.status == "pass", res.reason
+    s = res.shapes[0]
+    record("known_slow", shape=s.id, time_us=s.time_us, iou=s.iou, sol_fraction=s.sol_fraction)
+    assert s.sol_fraction < 0.02, s.sol_fraction
+
+
+def test_known_answer_matmul_mfu(record):
+    """cuBLAS (the eager reference) on 8192^3 bf16: MFU against the datasheet in [0.6, 1.0]."""
+    res = _eval(problem("matmul_8192"), kernel("matmul"), "8192")
+    assert res.status == "pass", res.reason
+    s = res.shapes[0]
+    peak = res.env["ceilings"]["datasheet"]["peak_tflops"]["bf16"]
+    eager_mfu = s.flops["bf16"] / (s.eager_us * 1e6) / peak
+    record("known_matmul", time_us=s.time_us, candidate_mfu=s.mfu, eager_us=s.eager_us, eager_mfu=eager_mfu,
+           compile_us=s.compile_us)
+    assert 0.6 <= eager_mfu <= 1.0, eager_mfu
+    assert s.mfu is not None and 0.0 < s.mfu <= 1.0
+
+
+@pytest.mark.parametrize("op,shapes", [("rms_norm", "1,9,14"), ("silu_and_mul", "1,9,14"), ("softmax", "1,6,13")])
+def test_eager_compile_candidate(op, shapes, record):
+    res = _eval(op, kernel(op), shapes)
+    assert res.status == "pass", res.reason
+    for s in res.shapes:
+        record("three_ops", op=op, shape=s.id, label=s.label, time_us=s.time_us, ci=s.time_ci_us,
+               method=s.timing_method, eager_call_us=s.eager_call_us, eager_us=s.eager_us,
+               compile_us=s.compile_us, speedup_eager=s.speedup_eager, speedup_compile=s.speedup_compile,
+               sol_fraction=s.sol_fraction, iou=s.iou, bound=s.bound, gpu=res.env.get("gpu"),
+               clocks=res.env.get("clocks"), wall=res.wall_s)
+        assert s.time_us and s.eager_us and s.compile_us
+        assert not s.impossible
