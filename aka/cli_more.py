@@ -7,6 +7,9 @@ def register(sub) -> None:
     h.add_argument("action", choices=["show", "calibrate"])
     h.set_defaults(func=_hw)
 
+    from aka.agent.cli import add_parser as add_optimize  # argparse only; the loop imports lazily
+    add_optimize(sub)
+
 
 def _hw(args) -> int:
     import json

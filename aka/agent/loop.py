@@ -1,0 +1,266 @@
+"""The measure-revise loop: `run()` repeats `step()`; a step is propose -> evaluate -> decide.
+
+Exits are typed (aka.agent.base.Stop and its kinds). Every event is appended to the run store as it
+happens, and the totals are rewritten in `finally:` after every step, so a crash or a kill loses at
+most the candidate being evaluated; `aka optimize resume=<id>` picks up from the store.
+"""
+from __future__ import annotations
+
+import random
+import statistics
+import time
+import traceback
+from dataclasses import dataclass
+
+from aka.agent import dropout as drop
+from aka.agent.base import BudgetStop, FatalStop, Proposal, RoundContext, Stalled, Stop, TargetReached
+from aka.agent.config import OptimizeConfig
+from aka.agent.objective import acceptable, better, confirmed, score
+from aka.agent.prompts import fmt, signals
+from aka.agent.shapes import elements
+from aka.agent.state import State, make_budget
+from aka.agent.store import Candidate, RunStore
+from aka.evaluate.api import EvalConfig, evaluate
+from aka.evaluate.sandbox import SandboxConfig
+from aka.llm import BudgetExceeded, ContextTooLongError, FatalLLMError, LLMError, TransientLLMError
+
+
+@dataclass
+class Outcome:
+    run_id: str
+    stop_kind: str
+    reason: str
+    incumbent: Candidate | None
+    rounds: int
+
+
+class Optimizer:
+    def __init__(self, cfg: OptimizeConfig, problem, task, proposer, store: RunStore, *, retriever=None,
+                 state: State | None = None, budget=None, view=None):
+        self.cfg, self.problem, self.task, self.proposer, self.store = cfg, problem, task, proposer, store
+        self.retriever, self.view = retriever, view
+        self.state = state or State()
+        self.device = task.device
+        self.budget = budget or make_budget(cfg, self.state.prior_usage, self.state.prior_wall_s)
+        self.rng = random.Random(f"{cfg.seed}:{self.state.round}")  # a resume draws on from where it is
+        sizes = sorted(elements(s) for s in task.shapes)
+        median = sizes[(len(sizes) - 1) // 2] if sizes else 0  # lower median: two shapes split
+        self.small_ids = {s.id for s in task.shapes if elements(s) <= median}
+        self.eval_cfg = EvalConfig(device=self.device, draws=cfg.eval.draws, ncu=cfg.eval.ncu,
+                                   sandbox=SandboxConfig(timeout_s=cfg.eval.timeout_s,
+                                                         idle_timeout_s=cfg.eval.idle_timeout_s))
+        self.t0 = time.monotonic()
+
+    # -- events -----------------------------------------------------------------------------
+    def emit(self, type_: str, **data) -> dict:
+        ev = self.store.event(type_, **data)
+        if self.view is not None:
+            self.view.on_event(ev, self)
+        return ev
+
+    def totals(self) -> dict:
+        return {"usage": self.budget.usage.as_dict(), "wall_s": self.state.prior_wall_s + time.monotonic() - self.t0,
+                "rounds": self.state.round, "candidates": len(self.state.history),
+                "evaluations": sum(c.result is not None for c in self.state.history),
+                "incumbent": self.state.incumbent.id if self.state.incumbent else None}
+
+    # -- the loop ---------------------------------------------------------------------------
+    def run(self) -> Outcome:
+        self.budget.start()
+        try:
+            self.recover()
+            while True:
+                try:
+                    self.step()
+                finally:
+                    self.store.save_totals(self.totals())
+        except Stop as e:
+            if isinstance(e, BudgetStop):
+                self.emit("budget", reason=e.reason, usage=self.budget.usage.as_dict())
+            if isinstance(e, FatalStop):
+                self.emit("fatal", error=e.reason)
+            inc = self.state.incumbent
+            self.emit("stop", kind=e.kind, reason=e.reason, rounds=self.state.round,
+                      incumbent=inc.id if inc else None, objective=inc.score.value if inc and inc.score else None)
+            return Outcome(self.store.run_id, e.kind, e.reason, inc, self.state.round)
+        except BaseException as e:  # a crash or ^C: on the record, then up
+            self.emit("crash", error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc()[-4000:])
+            raise
+        finally:
+            self.store.save_totals(self.totals())
+
+    def recover(self) -> None:
+        """After a crash: finish the round that was cut off (evaluate and decide what it left
+        undone) before starting a new one."""
+        st = self.state
+        cut = [c for c in st.history if c.round > st.round]
+        if not cut:
+            return
+        self.emit("recover", round=max(c.round for c in cut), candidates=[c.id for c in cut])
+        for c in cut:
+            if c.source is not None and c.result is None:
+                self.evaluate(c)
+            if c.result is not None and "decision" not in c.meta and c is not st.incumbent:
+                self.decide(c)
+        self.finish_round(max(c.round for c in cut), cut, any(c.accepted or c is st.incumbent for c in cut))
+
+    def check_limits(self, r: int) -> None:
+        if r > self.cfg.budget.iterations:
+            raise BudgetStop(f"iterations={self.cfg.budget.iterations} reached")
+        over = self.budget.exceeded()
+        if over is not None:
+            raise BudgetStop(str(over))
+        if self.state.stall >= self.cfg.stop.stall_rounds:
+            raise Stalled(f"no accepted improvement in {self.state.stall} rounds (stop.stall_rounds)")
+
+    def step(self) -> None:
+        st = self.state
+        r = st.round + 1
+        self.check_limits(r)
+        ctx = self.context(r)
+        self.emit("round_start", round=r, parent=ctx.parent.id if ctx.parent else None,
+                  dropout=ctx.dropout.to_json() if ctx.dropout else None)
+        try:
+            proposals = self.proposer.propose(ctx, self.cfg.n)
+        except BudgetExceeded as e:
+            raise BudgetStop(str(e)) from None
+        except ContextTooLongError as e:
+            self.emit("llm_error", round=r, error=str(e), action="fresh context next round")
+            getattr(self.proposer, "reset", lambda: None)()
+            proposals = []
+        except FatalLLMError as e:
+            raise FatalStop(str(e)) from None
+        except TransientLLMError as e:
+            self.emit("llm_error", round=r, error=str(e))
+            proposals = []
+        except LLMError as e:  # neither transient nor fatal by type (e.g. a scripted model ran dry)
+            raise FatalStop(f"{type(e).__name__}: {e}") from None
+        st.pending_dropout = None
+        improved, this_round = False, []
+        for p in proposals:
+            c = self.admit(p, r)
+            this_round.append(c)
+            if c.source is not None:
+                self.evaluate(c)
+                improved = self.decide(c) or improved
+            self.store.save_candidate(c)
+        self.finish_round(r, this_round, improved)
+
+    def finish_round(self, r: int, this_round: list[Candidate], improved: bool) -> None:
+        st = self.state
+        st.last, st.round = this_round, r
+        st.stall = 0 if improved else st.stall + 1
+        inc = st.incumbent
+        self.emit("round_end", round=r, improved=improved, stall=st.stall, incumbent=inc.id if inc else None,
+                  objective=inc.score.value if inc and inc.score else None,
+                  cost_usd=self.budget.usage.cost_usd, tokens=self.budget.usage.input_tokens + self.budget.usage.output_tokens)
+        self.check_target()
+        since = None if st.last_dropout is None else r - st.last_dropout
+        if drop.due(self.cfg.dropout, st.stall, since):
+            self.dropout(r)
+
+    def context(self, r: int) -> RoundContext:
+        st = self.state
+        parent = st.get(st.parent_override) or st.incumbent
+        sig = signals(parent.result if parent else None, self.task.weights, self.small_ids, st.failure)
+        hits = []
+        if self.retriever is not None and self.cfg.retrieval.enabled:
+            k = self.cfg.retrieval.k
+            got = self.retriever.retrieve(self.problem, sig, st.techniques(), k + len(st.dropped_hints))
+            hits = [h for h in got if h.id not in st.dropped_hints][:k]
+            st.hints_seen += [h.id for h in hits if h.id not in st.hints_seen]
+            self.emit("retrieval", round=r, hits=[h.id for h in hits], dropped=sorted(st.dropped_hints))
+        return RoundContext(r, self.problem, self.task, self.device, parent, st.incumbent, list(st.history),
+                            list(st.last), sig, hits, st.techniques(), st.tried_lines(), st.summary(),
+                            st.failure, st.pending_dropout)
+
+    def admit(self, p: Proposal, r: int) -> Candidate:
+        c = Candidate(self.state.next_id(), r, p.source, p.kind, p.parent, p.techniques, dict(p.meta), p.error)
+        self.state.history.append(c)
+        self.store.save_candidate(c)
+        if p.reply is not None:
+            self.store.write_text(f"candidates/{c.id}.reply.md", p.reply)
+        usage = {k: p.meta.get(k) for k in ("input_tokens", "output_tokens", "cost_usd") if k in p.meta}
+        if c.source is None:
+            kind = "llm_error" if p.meta.get("llm_error") else "invalid_proposal"
+            self.emit(kind, round=r, candidate=c.id, error=c.error, **usage)
+        else:
+            self.emit("proposal", round=r, candidate=c.id, kind=c.kind, parent=c.parent, techniques=c.techniques,
+                      offline=p.meta.get("offline"), **usage)
+        return c
+
+    def _eval(self, c: Candidate):
+        res = evaluate(self.problem, self.store.candidate_path(c.id), shapes=self.task.ids,
+                       config=self.eval_cfg, source=c.source)
+        return res, score(res, self.task.weights, self.device)
+
+    def evaluate(self, c: Candidate) -> None:
+        c.result, c.score = self._eval(c)
+        res = c.result
+        self.emit("evaluation", round=c.round, candidate=c.id, status=res.status, reason=res.reason[:400],
+                  objective=c.score.value, kind=c.score.kind, per_shape=c.score.per_shape,
+                  speedup_eager={s.id: s.speedup_eager for s in res.shapes}, wall_s=res.wall_s.get("total_s"))
+        self.store.save_candidate(c)
+
+    def decide(self, c: Candidate) -> bool:
+        inc = self.state.incumbent
+        ok, why = acceptable(c.result)
+        if ok and not better(c.score, inc.score if inc else None):
+            ok, why = False, f"not better than {inc.id}: {fmt(c.score.value)} vs {fmt(inc.score.value)}"
+        if ok and inc is not None and not self.device.startswith("cpu"):
+            ok, why = self.confirm(c, inc)
+        c.meta["decision"] = "accepted" if ok else why
+        c.accepted = ok
+        self.store.save_candidate(c)  # the decision is on disk before the event that announces it
+        if not ok:
+            self.emit("rejected", round=c.round, candidate=c.id, reason=why)
+            return False
+        self.state.incumbent, self.state.parent_override = c, None
+        self.store.save_best(c)
+        self.emit("accepted", round=c.round, candidate=c.id, objective=c.score.value, kind=c.score.kind,
+                  previous=inc.id if inc else None, previous_objective=inc.score.value if inc else None)
+        return True
+
+    def confirm(self, c: Candidate, inc: Candidate) -> tuple[bool, str]:
+        """GPU: re-measure challenger and incumbent, alternating, before a promotion."""
+        k, gain = self.cfg.eval.confirm_repeats, self.cfg.eval.min_rel_gain
+        if k == 0:
+            ok = better(c.score, inc.score, gain)
+            return ok, "accepted" if ok else f"gain under eval.min_rel_gain={gain}"
+        ch, ic = [c.score.value], [inc.score.value]
+        for i in range(k):
+            order = [(c, ch), (inc, ic)] if i % 2 == 0 else [(inc, ic), (c, ch)]
+            for who, samples in order:
+                res, s = self._eval(who)
+                if s.value is None and who is c:
+                    self.emit("confirm", candidate=c.id, incumbent=inc.id, challenger=ch, incumbent_samples=ic,
+                              verdict=f"challenger failed on re-evaluation: {res.status}")
+                    return False, f"failed on re-evaluation: {res.status} {res.reason[:120]}"
+                if s.value is not None and s.kind == c.score.kind:
+                    samples.append(s.value)
+        ok = confirmed(ch, ic, gain)
+        verdict = (f"median {statistics.median(ch):.4g} vs {statistics.median(ic):.4g}: "
+                   + ("beyond noise" if ok else "within noise"))
+        self.emit("confirm", candidate=c.id, incumbent=inc.id, challenger=ch, incumbent_samples=ic, verdict=verdict)
+        return ok, "accepted" if ok else f"not beyond noise ({verdict})"
+
+    def check_target(self) -> None:
+        inc = self.state.incumbent
+        if inc is None or inc.score is None or inc.score.value is None:
+            return
+        if inc.score.kind == "pass_rate" and self.cfg.stop.cpu_stop_on_pass and inc.score.value >= 1.0:
+            raise TargetReached(f"{inc.id} is correct on every shape; without a GPU nothing more can be measured")
+        target = self.cfg.stop.target_sol
+        if target is not None and inc.score.kind == "sol_fraction" and inc.score.value >= target:
+            raise TargetReached(f"{inc.id} reached objective {inc.score.value:.3f} >= stop.target_sol={target}")
+
+    def dropout(self, r: int) -> None:
+        st = self.state
+        passing = [(c.id, c.score.value) for c in st.history if c.status == "pass" and c.score and c.score.value]
+        d = drop.decide(self.cfg.dropout, self.rng, r, [t for c in st.history for t in c.techniques],
+                        st.hints_seen, passing, st.incumbent.id if st.incumbent else None)
+        st.last_dropout, st.pending_dropout = r, d
+        st.dropped_techniques, st.dropped_hints = set(d.dropped_techniques), set(d.dropped_hints)
+        st.parent_override = d.restart_parent
+        self.emit("dropout", **d.to_json(), stall=st.stall)
+        self.proposer.on_dropout(d)

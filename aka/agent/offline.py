@@ -1,0 +1,241 @@
+"""The offline proposer: no LLM; a search over the knowledge base's verified kernels.
+
+Families are the files `<kernels_dir>/<op>/*.py` (or, when the op has none, every kernel whose
+front matter names the op's category). Each declares `params` (name -> values worth trying) and
+carries its defaults in the one-line `AKA_PARAMS = {...}` (knowledge_base/README.md); a point of
+the search is (family, params), instantiated by rewriting that line.
+
+The search, one point per proposal, never the same point twice:
+1. Until something passes: each family at its defaults, in file order.
+2. Then coordinate moves around the best point of the focus family (the parent's family unless a
+   dropout moved the focus): one parameter one step along its declared list. Moves are ranked by
+   the parent's roofline signal:
+   - memory-bound and weakest (lowest sol_fraction) at the smaller shapes, i.e. launch and latency
+     bound: fewer warps, more rows per program, smaller blocks;
+   - memory-bound and weakest at the large shapes, i.e. too few bytes in flight: more warps,
+     bigger blocks, more rows per program, more stages;
+   - compute-bound: bigger tiles, more stages, more warps;
+   - no timings (CPU interpreter): declared order, up before down; nothing can rank them there.
+3. Focus neighbourhood exhausted: untried families' defaults, then moves around every other
+   passing point, best first. Nothing left: ProposerExhausted.
+A dropout (the loop's stall signal) switches the focus to another family: an untried one at its
+defaults first, else the best point of the best other family.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aka.agent.base import Proposal, ProposerExhausted, RoundContext
+from aka.agent.dropout import DropoutDecision
+from aka.agent.retrieve import read_entry
+from aka.agent.shapes import elements
+from aka.problem import REPO_ROOT, Problem
+
+_PARAMS_LINE = re.compile(r"^AKA_PARAMS\s*=\s*\{.*\}[^\n]*$", re.MULTILINE)
+
+
+def read_params(source: str) -> dict:
+    """The literal value of the module-level `AKA_PARAMS = {...}`."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "AKA_PARAMS" for t in node.targets):
+            value = ast.literal_eval(node.value)
+            if not isinstance(value, dict):
+                raise ValueError("AKA_PARAMS is not a dict literal")
+            return value
+    raise ValueError("no module-level AKA_PARAMS = {...}")
+
+
+def set_params(source: str, params: dict) -> str:
+    """Rewrite the single `AKA_PARAMS = {...}` line; anything but exactly one such line fails."""
+    hits = _PARAMS_LINE.findall(source)
+    if len(hits) != 1:
+        raise ValueError(f"expected one one-line `AKA_PARAMS = {{...}}`, found {len(hits)}")
+    line = "AKA_PARAMS = " + repr(dict(params)) + "  # set by the offline proposer"
+    return _PARAMS_LINE.sub(lambda _: line, source, count=1)
+
+
+@dataclass
+class Family:
+    id: str
+    path: Path
+    source: str
+    params: dict[str, list]
+    defaults: dict
+    techniques: list[str] = field(default_factory=list)
+
+
+def load_families(kernels_dir: Path, problem: Problem) -> tuple[list[Family], str, list[str]]:
+    """(families, "op" | "category" | "none", warnings for files that break the contract)."""
+    def load(paths) -> tuple[list[Family], list[str]]:
+        fams, warns = [], []
+        for p in paths:
+            meta, _ = read_entry(p)
+            src = p.read_text()
+            try:
+                defaults = read_params(src)
+                params = {str(k): list(v) for k, v in (meta.get("params") or {}).items()}
+                missing = [k for k in params if k not in defaults]
+                if missing:
+                    raise ValueError(f"params {missing} not in AKA_PARAMS")
+                set_params(src, defaults)
+            except (ValueError, SyntaxError, TypeError) as e:
+                warns.append(f"{p}: skipped: {e}")
+                continue
+            fams.append(Family(str(meta.get("id") or p.stem), p, src, params, defaults,
+                               [str(t) for t in meta.get("techniques") or []]))
+        return fams, warns
+
+    own = sorted((kernels_dir / problem.name).glob("*.py")) if (kernels_dir / problem.name).is_dir() else []
+    fams, warns = load(own)
+    if fams:
+        return fams, "op", warns
+    same = []
+    for p in sorted(kernels_dir.glob("*/*.py")):
+        meta, _ = read_entry(p)
+        if problem.category and meta.get("category") == problem.category:
+            same.append(p)
+    fams, w2 = load(same)
+    return fams, ("category" if fams else "none"), warns + w2
+
+
+def _key(family: str, params: dict) -> str:
+    return json.dumps([family, sorted(params.items(), key=lambda kv: kv[0])], default=str)
+
+
+def _kind(name: str) -> str:
+    n = name.lower()
+    if "warp" in n:
+        return "warps"
+    if "stage" in n:
+        return "stages"
+    if "row" in n or "per_prog" in n or "tokens_per" in n:
+        return "rows"
+    if n.startswith(("block", "tile")) or n.endswith("_size"):
+        return "block"
+    return "other"
+
+
+# (mode, param kind, direction) -> preference; unlisted moves score 0.
+_PREFER = {
+    "small-mem": {("warps", -1): 2, ("rows", 1): 2, ("block", -1): 1},
+    "large-mem": {("warps", 1): 2, ("block", 1): 2, ("rows", 1): 1, ("stages", 1): 1},
+    "compute": {("block", 1): 2, ("stages", 1): 2, ("warps", 1): 1},
+}
+
+
+def guidance(result, task) -> tuple[str, str]:
+    """(mode, why) from the parent's per-shape roofline figures."""
+    if result is None:
+        return "none", "no measurements"
+    timed = [s for s in result.shapes if s.sol_fraction]
+    if not timed:
+        return "none", "no timings (CPU interpreter): declared order"
+    w = task.weights
+    compute = sum(w.get(s.id, 1.0) for s in timed if s.bound == "compute")
+    if compute > sum(w.get(s.id, 1.0) for s in timed) / 2:
+        return "compute", "compute-bound: bigger tiles, more stages"
+    sizes = {s.id: elements(s) for s in task.shapes}
+    worst = min(timed, key=lambda s: s.sol_fraction)
+    median = sorted(sizes.values())[(len(sizes) - 1) // 2] if sizes else 0  # lower median
+    if sizes.get(worst.id, 0) <= median:
+        return "small-mem", f"memory-bound, weakest at small shape {worst.id} (sol {worst.sol_fraction:.2f}): fewer warps, more rows"
+    return "large-mem", f"memory-bound, weakest at large shape {worst.id} (sol {worst.sol_fraction:.2f}): more bytes in flight"
+
+
+class OfflineProposer:
+    def __init__(self, problem: Problem, kernels_dir: str | Path | None = None):
+        self.kernels_dir = Path(kernels_dir) if kernels_dir else REPO_ROOT / "knowledge_base" / "kernels"
+        self.families, self.how, self.warnings = load_families(self.kernels_dir, problem)
+        self.by_id = {f.id: f for f in self.families}
+        self.name = "offline"
+        self.focus: str | None = None
+        self._switch = False
+        where = {"op": f"for {problem.name}", "category": f"of category {problem.category} (none for {problem.name})",
+                 "none": f"for {problem.name}: none found"}[self.how]
+        self.banner = (f"offline proposer: no LLM; searching {len(self.families)} knowledge-base kernels {where} "
+                       f"in {self.kernels_dir}")
+
+    def on_dropout(self, decision: DropoutDecision) -> None:
+        self._switch = True
+
+    # -- state from history (so resume needs nothing but the store) -----------------------------
+    @staticmethod
+    def _points(ctx: RoundContext):
+        tried, passing = set(), []
+        for c in ctx.history:
+            off = c.meta.get("offline")
+            if not off:
+                continue
+            tried.add(_key(off["family"], off["params"]))
+            if c.score and c.score.value is not None and c.status == "pass":
+                passing.append((c.score.value, c.id, off["family"], off["params"]))
+        passing.sort(key=lambda t: (-t[0], t[1]))
+        return tried, passing
+
+    def _moves(self, fam: Family, params: dict, mode: str):
+        ranked = []
+        for pi, (name, values) in enumerate(fam.params.items()):
+            cur = params.get(name)
+            idx = values.index(cur) if cur in values else None
+            steps = [(1, idx + 1), (-1, idx - 1)] if idx is not None else [(0, j) for j in range(len(values))]
+            for direction, j in steps:
+                if 0 <= j < len(values):
+                    pref = _PREFER.get(mode, {}).get((_kind(name), direction), 0)
+                    ranked.append((-pref, pi, -direction, name, values[j], cur))
+        ranked.sort(key=lambda t: t[:3])
+        for _, _, _, name, value, cur in ranked:
+            yield {**params, name: value}, f"{name} {cur} -> {value}"
+
+    def _queue(self, ctx: RoundContext, tried: set, passing: list):
+        untried_fams = [f for f in self.families if _key(f.id, f.defaults) not in tried]
+        if not passing:
+            for f in untried_fams:
+                yield f, dict(f.defaults), None, "defaults (nothing passes yet)"
+        parent_off = ctx.parent.meta.get("offline") if ctx.parent else None
+        if self._switch:
+            cur = self.focus or (parent_off or {}).get("family")
+            others = [f.id for f in untried_fams if f.id != cur] or \
+                     [fam for _, _, fam, _ in passing if fam != cur]
+            if others:
+                self.focus = others[0]
+            self._switch = False
+        focus = self.focus or (parent_off or {}).get("family")
+        mode, why = guidance(ctx.parent.result if ctx.parent else None, ctx.task)
+        bases = [(cid, fam, p) for _, cid, fam, p in passing if fam == focus]
+        if focus in self.by_id and not bases:
+            f = self.by_id[focus]
+            yield f, dict(f.defaults), None, "defaults of the focus family"
+        for cid, fam, params in bases[:1]:
+            for p, move in self._moves(self.by_id[fam], params, mode):
+                yield self.by_id[fam], p, cid, f"{move} ({why})"
+        for f in untried_fams:
+            yield f, dict(f.defaults), None, "defaults"
+        for _, cid, fam, params in passing:
+            if fam in self.by_id:
+                for p, move in self._moves(self.by_id[fam], params, mode):
+                    yield self.by_id[fam], p, cid, f"{move} (around {cid})"
+
+    def propose(self, ctx: RoundContext, n: int) -> list[Proposal]:
+        if not self.families:
+            raise ProposerExhausted(self.banner)
+        if self.focus is None:  # after a resume: the focus the last offline proposal recorded
+            self.focus = next((c.meta.get("focus") for c in reversed(ctx.history) if c.meta.get("offline")), None)
+        tried, passing = self._points(ctx)
+        out, seen = [], set(tried)
+        for fam, params, parent, why in self._queue(ctx, tried, passing):
+            k = _key(fam.id, params)
+            if k in seen:
+                continue
+            seen.add(k)
+            meta = {"offline": {"family": fam.id, "params": params, "why": why}, "focus": self.focus}
+            out.append(Proposal(set_params(fam.source, params), "offline", parent, list(fam.techniques), meta))
+            if len(out) == n:
+                break
+        if not out:
+            raise ProposerExhausted(f"offline proposer: every reachable point of {len(self.families)} "
+                                    "kernel families has been evaluated")
+        return out

@@ -1,0 +1,42 @@
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    """Mixture-of-experts MLP over pre-computed top-k routing (vLLM's fused_moe semantics).
+
+    hidden [T, H], w1 [E, 2I, H] (rows 0..I-1 gate, I..2I-1 up), w2 [E, H, I],
+    topk_weights [T, k] fp32, topk_ids [T, k] int32 -> out [T, H] in hidden's dtype:
+
+        out[t] = sum_j topk_weights[t, j] * (silu(x W1g^T) * (x W1u^T)) W2^T   for e = topk_ids[t, j]
+
+    An id of -1 means the expert lives on another expert-parallel rank: it contributes
+    nothing (vLLM's expert_map convention). Rounding points follow the production kernels:
+    each GEMM accumulates in fp32 and stores in the activation dtype, SiLU-and-mul runs in fp32
+    and stores in the activation dtype (it is the next GEMM's operand), and the k weighted
+    expert outputs are summed in fp32 before the final cast.
+    """
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, hidden, w1, w2, topk_weights, topk_ids):
+        dtype = hidden.dtype
+        acc = torch.promote_types(dtype, torch.float32)
+        T, H = hidden.shape
+        inter = w2.shape[2]
+        out = torch.zeros(T, H, dtype=acc, device=hidden.device)
+        for e in range(w1.shape[0]):
+            token_idx, slot_idx = torch.nonzero(topk_ids == e, as_tuple=True)
+            if token_idx.numel() == 0:
+                continue
+            x = hidden.index_select(0, token_idx)
+            gate_up = F.linear(x, w1[e])
+            gate = gate_up[:, :inter].to(acc)
+            up = gate_up[:, inter:].to(acc)
+            act = (F.silu(gate) * up).to(dtype)
+            y = F.linear(act, w2[e]).to(acc)
+            weight = topk_weights[token_idx, slot_idx].to(acc)
+            out.index_add_(0, token_idx, y * weight[:, None])
+        return out.to(dtype)
