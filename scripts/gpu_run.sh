@@ -15,9 +15,9 @@ if [[ $what == harness || $what == all ]]; then
   tests=$(ls -d tests/gpu tests/test_adversarial.py 2>/dev/null)
   python3 -m pytest -m gpu $tests -q -p no:cacheprovider \
     --junitxml="$OUT/junit_gpu.xml" 2>&1 | tee "$OUT/pytest_gpu.log" | tail -25
-  python3 -m aka.cli eval rms_norm tests/gpu/kernels/rms_norm.py --shapes 0,1,2,3,4,5,6,7,8,9 \
+  python3 -m aka.cli eval rms_norm knowledge_base/kernels/rms_norm/rowwise.py --shapes 0,1,2,3,4,5,6,7,8,9 \
     --json "$OUT/eval_rms_norm_10shapes.json" > /dev/null 2>&1
-  python3 -m aka.cli eval rms_norm tests/gpu/kernels/rms_norm.py --shapes 12 --ncu \
+  python3 -m aka.cli eval rms_norm knowledge_base/kernels/rms_norm/rowwise.py --shapes 12 --ncu \
     --json "$OUT/eval_rms_norm_ncu.json" > /dev/null 2>&1
 fi
 if [[ $what == bench || $what == all ]]; then

@@ -135,7 +135,7 @@ GPU_CASES = [H(c.name, c.problem, device="cuda") for c in HONEST] + [
     G("pre_run_hook_fallback", "rms_norm", "fallback", "kernel "),
     G("kernel_body_torch", "softmax_rows", "compile_error", "[first_call]"),
     G("side_stream", "vec_add", "rejected", "[stream]"),
-    G("vendor_named_kernels", "matmul", "fallback", "[fallback]", gap=GAP_VENDOR),
+    G("vendor_named_kernels", "matmul", "fallback", "[fallback]"),  # caught on the H200 (2026-11-30): cuBLAS kernels listed
     G("python_scalar_fallback", "topk_ids", "fallback", "[fallback]", gap=GAP_SCALAR),
     G("late_switch", "vec_add", "incorrect", "[timing]", timing=True, gap=GAP_TIMING),
     G("graph_capture_detect", "vec_add", "incorrect", "[timing]", timing=True, gap=GAP_TIMING),
