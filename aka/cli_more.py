@@ -10,6 +10,9 @@ def register(sub) -> None:
     from aka.agent.cli import add_parser as add_optimize  # argparse only; the loop imports lazily
     add_optimize(sub)
 
+    from aka.bench.cli import register as add_bench
+    add_bench(sub)
+
 
 def _hw(args) -> int:
     import json

@@ -97,7 +97,7 @@ def cmd_optimize(args) -> int:
     from aka.llm import FatalLLMError
     from aka.problem import ProblemError
 
-    console = Console()
+    console = Console(soft_wrap=True)  # logs: never break a line inside a path or message
     try:
         if args.resume:
             store = RunStore.open(args.runs_dir or "runs", args.resume)

@@ -50,7 +50,7 @@ def event_line(ev: dict) -> str | None:
 
 class LiveView:
     def __init__(self, console: Console | None = None, live: bool = False, header: str = ""):
-        self.console = console or Console()
+        self.console = console or Console(soft_wrap=True)
         self.header = header
         self._live = Live(console=self.console, refresh_per_second=4, transient=False) if live else None
 

@@ -148,3 +148,26 @@ def _finish(res: EvalResult, prob: Problem, selected) -> EvalResult:
         res.shapes = [ShapeResult(id=s.id, label=s.label()) for s in selected]
     attach_roofline(res, prob, selected)
     return res
+
+
+def evaluate_baselines(problem: Problem | str | Path, *, shapes=None, config: EvalConfig | None = None,
+                       on_progress=None) -> EvalResult:
+    """Time PyTorch eager and torch.compile of the reference (no candidate): benchmark baselines.
+    On CPU it only counts bytes and FLOPs (no timing)."""
+    cfg = config or EvalConfig()
+    prob = problem if isinstance(problem, Problem) else load_problem(problem)
+    device = resolve_device(cfg.device)
+    selected = prob.select(shapes)
+    files = [prob.reference_path] + ([prob.input_path] if prob.input_path else [])
+    seed = cfg.seed if cfg.seed is not None else int.from_bytes(os.urandom(4), "little") % (2**31 - 10**6)
+    spec = {
+        "mode": "baselines",
+        "problem": dict(prob.worker_spec(), source_hash=_hash_paths(files)),
+        "shapes": [dict(s.to_json(), label=s.label()) for s in selected],
+        "device": device, "candidate_name": "<baselines>", "kernels": [],
+        "config": {k: v for k, v in asdict(cfg).items() if k not in ("sandbox", "device")}
+        | {"seed": seed, "baseline_cache": str(_cache_root() / "baselines")},
+    }
+    res = run_worker(spec, "", files, cfg.sandbox, on_progress=on_progress)
+    res.candidate = "<baselines>"
+    return _finish(res, prob, selected)

@@ -14,7 +14,9 @@ driver. Under the interpreter (correctness only) an autotuned kernel runs its fi
 And `tl.dot` on bf16 operands multiplies their uint16 bit patterns as integers (an error of 2e10
 on a 16x16 product of N(0,1) values); fp8 operands go through the truncating conversion. Tensor
 cores multiply exactly and accumulate in fp32, so here operands are widened exactly (by torch)
-to fp32 first.
+to fp32 first. Finally, every other bf16 operation (add, compare, clamp, exp, fma, and so the
+combine step of tl.sum) also ran numpy on the bit patterns (2.5 + 2.0 came out as -2.9e-39): bf16
+operands are widened to fp32, computed, and rounded back to bf16 per operation, as the GPU does.
 """
 from __future__ import annotations
 
@@ -103,7 +105,93 @@ def install() -> bool:
         return interp.TensorHandle(np.matmul(a32, b32, dtype=d.data.dtype) + d.data, d.dtype.scalar)
 
     builder_cls.create_dot = create_dot
+    _install_bf16_arith(builder_cls, interp)
     cast_impl._aka_rtne = True
     builder_cls.cast_impl = cast_impl
     builder_cls.create_fp_to_fp = create_fp_to_fp
     return True
+
+
+def _install_bf16_arith(builder_cls, interp) -> None:
+    import triton.language as tl
+
+    def is_bf16(h) -> bool:
+        return getattr(h, "dtype", None) is not None and h.dtype.scalar == tl.bfloat16
+
+    def widen(h) -> np.ndarray:
+        return _to_torch(h.data, torch.bfloat16).to(torch.float32).numpy() if is_bf16(h) else h.data
+
+    def narrow(x: np.ndarray) -> np.ndarray:
+        arr = np.asarray(x, dtype=np.float32)
+        return _to_numpy(torch.from_numpy(np.ascontiguousarray(arr)).to(torch.bfloat16)).reshape(arr.shape)
+
+    orig_binary, orig_ternary, orig_unary = builder_cls.binary_op, builder_cls.ternary_op, builder_cls.unary_op
+
+    def binary_op(self, lhs, rhs, op):
+        if not (is_bf16(lhs) or is_bf16(rhs)):
+            return orig_binary(self, lhs, rhs, op)
+        out = np.asarray(op(widen(lhs), widen(rhs)))
+        if out.dtype == np.bool_:
+            return interp.TensorHandle(out.astype(np.uint16), lhs.dtype.scalar)  # as the original does
+        return interp.TensorHandle(narrow(out), tl.bfloat16)
+
+    def ternary_op(self, lhs, rhs, other, op):
+        if op is np.where or not any(is_bf16(h) for h in (lhs, rhs, other)):
+            return orig_ternary(self, lhs, rhs, other, op)  # a select copies bits: already right
+        return interp.TensorHandle(narrow(op(widen(lhs), widen(rhs), widen(other))), tl.bfloat16)
+
+    def unary_op(self, arg, op):
+        if not is_bf16(arg):
+            return orig_unary(self, arg, op)
+        return interp.TensorHandle(narrow(op(widen(arg))), tl.bfloat16)
+
+    orig_fma = builder_cls.create_fma
+
+    def create_fma(self, x, y, z):
+        if not any(is_bf16(h) for h in (x, y, z)):
+            return orig_fma(self, x, y, z)
+        return interp.TensorHandle(narrow(widen(x) * widen(y) + widen(z)), tl.bfloat16)
+
+    builder_cls.binary_op, builder_cls.ternary_op, builder_cls.unary_op = binary_op, ternary_op, unary_op
+    builder_cls.create_fma = create_fma
+    # the create_f* lambdas call self.binary_op at call time, so they pick these up
+
+    reduce_cls = interp.ReduceOps
+    orig_min_max = reduce_cls.min_max
+
+    def min_max(self, input, val_reduce_op, idx_reduce_op=None):
+        x = input[0] if isinstance(input, tuple) else input
+        if x.dtype != tl.bfloat16:
+            return orig_min_max(self, input, val_reduce_op, idx_reduce_op)
+        val = idx = None
+        data = widen(x.handle)
+        if val_reduce_op:
+            val = self.to_tensor(narrow(val_reduce_op(data, axis=self.axis, keepdims=self.keep_dims)).view(np.uint16), tl.bfloat16)
+        if idx_reduce_op:
+            idx = self.to_tensor(idx_reduce_op(data, axis=self.axis, keepdims=self.keep_dims), tl.int32)
+        return (val, idx) if (val is not None and idx is not None) else (val if val is not None else idx)
+
+    orig_sum = reduce_cls.sum
+
+    def tree_sum(self, input):
+        """bf16 tl.sum accumulates in bf16 on the GPU (a tree of rounded adds); mimic that."""
+        if input.dtype != tl.bfloat16:
+            return orig_sum(self, input)
+        data = widen(input.handle)
+        axis = 0 if self.axis is None else self.axis
+        if self.axis is None:
+            data = data.reshape(-1)
+        x = np.moveaxis(data, axis, -1)
+        while x.shape[-1] > 1:
+            if x.shape[-1] % 2:
+                x = np.concatenate([x, np.zeros(x.shape[:-1] + (1,), np.float32)], axis=-1)
+            x = widen_bits(narrow(x[..., 0::2] + x[..., 1::2]))
+        out = x[..., 0]
+        if self.keep_dims:
+            out = np.expand_dims(out, axis) if self.axis is not None else out.reshape((1,) * data.ndim)
+        return self.to_tensor(narrow(out).view(np.uint16), tl.bfloat16)
+
+    def widen_bits(bits: np.ndarray) -> np.ndarray:
+        return _to_torch(bits, torch.bfloat16).to(torch.float32).numpy()
+
+    reduce_cls.min_max, reduce_cls.sum = min_max, tree_sum

@@ -377,6 +377,8 @@ class Worker:
             self.shape_results[s.id] = ShapeResult(id=s.id, label=s.label)
         self.res.shapes = list(self.shape_results.values())
         self.res.env = self.environment()
+        if self.spec.get("mode") == "baselines":
+            return self.run_baselines(shapes, t_start)
         if self.device == "cpu":
             self.res.notes.append("CPU mode: Triton interpreter; correctness only, no timing and no "
                                   "profiler-based fallback check (ATen-dispatch fallback check still runs)")
@@ -405,6 +407,24 @@ class Worker:
             self.res.status, self.res.reason = "pass", "all stages passed"
         except StageFailure as f:
             self.res.status, self.res.reason = f.status, f"[{f.stage}] {f.reason}"
+        self.collect_costs(shapes)
+        self.timer["worker_total_s"] = time.perf_counter() - t_start
+        self.res.wall_s.update({k: round(v, 3) for k, v in self.timer.items()})
+        return self.res
+
+    def run_baselines(self, shapes, t_start: float) -> EvalResult:
+        """Benchmark mode: time the reference (eager) and torch.compile(reference), no candidate."""
+        self.launches.uninstall()
+        if not self.device.startswith("cuda"):
+            self.res.status, self.res.reason = "pass", "no GPU: baselines need timing"
+            self.res.notes.append("CPU: reference shapes ran for bytes/FLOPs only; no timings")
+        else:
+            from aka.evaluate.timing import time_shapes
+            try:
+                time_shapes(self, shapes)
+                self.res.status, self.res.reason = "pass", "baselines timed"
+            except Exception as e:  # noqa: BLE001 - a reference that cannot run is a suite bug: report it
+                self.res.status, self.res.reason = "runtime_error", trim(f"{type(e).__name__}: {e}")
         self.collect_costs(shapes)
         self.timer["worker_total_s"] = time.perf_counter() - t_start
         self.res.wall_s.update({k: round(v, 3) for k, v in self.timer.items()})

@@ -1,0 +1,1 @@
+"""The benchmark: suites of operators, runs of implementations over them, scores and reports."""

@@ -1,0 +1,136 @@
+"""`aka bench list | run | report | weigh`."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from aka.problem import REPO_ROOT
+
+
+def register(sub) -> None:
+    b = sub.add_parser("bench", help="the benchmark: list, run, report, weigh")
+    bs = b.add_subparsers(dest="bench_cmd", required=True)
+
+    ls = bs.add_parser("list", help="operators, shapes, categories and weights")
+    ls.add_argument("--suite", default=None, help="bench/ops (default), an Atrex-Bench data/ dir, or a KernelBench folder")
+    ls.add_argument("--weights", default=None, help="weights file (default bench/weights.json)")
+    ls.set_defaults(func=cmd_list)
+
+    rn = bs.add_parser("run", help="run implementations over the suite")
+    rn.add_argument("--impl", default="reference,compile",
+                    help="comma list: reference, compile, or directories of candidates (DIR/<op>.py)")
+    rn.add_argument("--suite", default=None)
+    rn.add_argument("--ops", default=None, help="comma list of operators (default: all)")
+    rn.add_argument("--shapes", default=None, help="shape ids / all / small (default: all on GPU, small on CPU)")
+    rn.add_argument("--device", default=None)
+    rn.add_argument("--out", default=None, help="run directory (default runs/bench-<date>); an existing one resumes")
+    rn.add_argument("--weights", default=None)
+    rn.add_argument("--timeout", type=float, default=1800.0, help="per-op evaluation timeout, seconds")
+    rn.set_defaults(func=cmd_run)
+
+    rp = bs.add_parser("report", help="markdown + plots from a run directory")
+    rp.add_argument("run_dir")
+    rp.set_defaults(func=cmd_report)
+
+    w = bs.add_parser("weigh", help="derive operator weights from a trace or a workload description")
+    g = w.add_mutually_exclusive_group(required=True)
+    g.add_argument("--trace", help="torch.profiler Chrome trace (JSON) of a serving process")
+    g.add_argument("--workload", help="workload YAML (bench/workloads/serving_mix.yaml)")
+    w.add_argument("--rules", default=str(REPO_ROOT / "bench" / "kernel_rules.yaml"))
+    w.add_argument("--times", default=None, help="bench run directory whose measured times to use")
+    w.add_argument("--suite", default=None)
+    w.add_argument("--out", default=str(REPO_ROOT / "bench" / "weights.json"))
+    w.set_defaults(func=cmd_weigh)
+
+
+def _suite(args):
+    from aka.bench.suite import load_suite
+    from aka.cli import UserError
+    from aka.problem import ProblemError
+    try:
+        ops = args.ops.split(",") if getattr(args, "ops", None) else None
+        return load_suite(args.suite, ops, getattr(args, "weights", None))
+    except ProblemError as e:
+        raise UserError(str(e)) from None
+
+
+def cmd_list(args) -> int:
+    from rich.console import Console
+    from rich.table import Table
+    suite = _suite(args)
+    t = Table(title=f"suite {suite.root}")
+    for c in ("op", "category", "shapes", "decode", "prefill", "small", "weight"):
+        t.add_column(c, justify="left" if c in ("op", "category") else "right")
+    n_shapes = 0
+    for p in suite.problems:
+        phases = [s.info.get("phase") for s in p.shapes.values()]
+        n_shapes += len(p.shapes)
+        t.add_row(p.name, p.category or "-", str(len(p.shapes)), str(phases.count("decode")),
+                  str(phases.count("prefill")), str(len(p.small_shapes)), f"{suite.weight(p.name):.4f}")
+    c = Console(soft_wrap=True)
+    c.print(t)
+    cats = {p.category for p in suite.problems}
+    c.print(f"{len(suite.problems)} operators, {n_shapes} shapes, {len(cats)} categories, "
+            f"{sum(1 for p in suite.problems if p.category)} categorised; weights sum "
+            f"{sum(suite.weights.values()):.4f} ({suite.weights_source})")
+    return 0
+
+
+class _Progress:
+    def __init__(self, progress, task):
+        self.p, self.task = progress, task
+
+    def describe(self, text):
+        self.p.update(self.task, description=text)
+
+    def advance(self):
+        self.p.advance(self.task)
+
+
+def cmd_run(args) -> int:
+    import datetime as _dt
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from aka.bench.report import write_report
+    from aka.bench.run import RunOptions, run_bench
+    from aka.bench.score import by_impl
+    from aka.bench.run import load_records
+    suite = _suite(args)
+    out = Path(args.out or f"runs/bench-{_dt.datetime.now():%Y%m%d-%H%M%S}")
+    opts = RunOptions(impls=[i.strip() for i in args.impl.split(",") if i.strip()], out=out,
+                      device=args.device, shapes=args.shapes, timeout_s=args.timeout)
+    cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("eta"), TimeRemainingColumn())
+    with Progress(*cols) as prog:
+        task = prog.add_task("starting", total=len(suite.problems))
+        run_bench(suite, opts, _Progress(prog, task))
+    report = write_report(out)
+    for impl, s in by_impl(load_records(out)).items():
+        print(f"{impl}: score {s['score']:.4f}, pass {s['pass_rate']:.2f}, fallback {s['fallback_rate']:.2f}, "
+              f"fast_1 vs eager {s['fast_1_eager']:.2f}, vs compile {s['fast_1_compile']:.2f}")
+    print(f"records: {out / 'records.jsonl'}; report: {report}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from aka.bench.report import write_report
+    print(write_report(Path(args.run_dir)))
+    return 0
+
+
+def cmd_weigh(args) -> int:
+    from aka.bench import weigh
+    suite = _suite(args)
+    if args.trace:
+        w, summary = weigh.weights_from_trace(Path(args.trace), Path(args.rules))
+        inputs, method = [Path(args.trace), Path(args.rules)], "trace: GPU kernel time per operator (kernel_rules.yaml)"
+    else:
+        w, summary = weigh.weights_from_workload(suite, Path(args.workload), Path(args.times) if args.times else None)
+        inputs = [Path(args.workload)]
+        method = f"workload: {Path(args.workload).name}; per-shape times {summary['times']}"
+    out = weigh.write_weights(w, summary, method, inputs, Path(args.out), suite)
+    top = sorted(w.items(), key=lambda kv: -kv[1])[:10]
+    print(f"wrote {out} ({method})")
+    for op, v in top:
+        print(f"  {op:28s} {v:.4f}")
+    return 0

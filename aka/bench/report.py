@@ -1,0 +1,110 @@
+"""`aka bench report`: a markdown summary and two plots from a run's records."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from aka.bench.run import load_records
+from aka.bench.score import FAST_P, by_impl
+
+
+def _f(v, spec=".3f"):
+    return "-" if v is None else format(v, spec)
+
+
+def write_report(run_dir: Path) -> Path:
+    rows = load_records(run_dir)
+    if not rows:
+        raise FileNotFoundError(f"no records in {run_dir}")
+    meta = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").exists() else {}
+    scores = by_impl(rows)
+    impls = sorted(scores)
+    env = next((r for r in rows if r.get("gpu")), rows[0])
+    lines = [f"# Benchmark run: {run_dir.name}", "",
+             f"GPU {env.get('gpu') or 'none (CPU interpreter)'}, torch {env.get('torch')}, triton {env.get('triton')}, "
+             f"git {env.get('git_sha')}, {env.get('date')}. Weights: {meta.get('weights_source', '?')}.",
+             f"Shapes: {meta.get('shapes', '?')}. Records: `{run_dir.name}/records.jsonl`. Produced by "
+             f"`aka bench run` then `aka bench report`.", "",
+             "## Aggregate", "", "| impl | score (Σ w·geomean SOL) | pass | fallback | "
+             + " | ".join(f"fast_{p:g} eager" for p in FAST_P) + " | "
+             + " | ".join(f"fast_{p:g} compile" for p in FAST_P) + " |",
+             "|---|---|---|---|" + "---|" * (2 * len(FAST_P))]
+    for impl in impls:
+        s = scores[impl]
+        lines.append(f"| {impl} | {s['score']:.4f} | {s['pass_rate']:.2f} | {s['fallback_rate']:.2f} | "
+                     + " | ".join(f"{s[f'fast_{p:g}_eager']:.2f}" for p in FAST_P) + " | "
+                     + " | ".join(f"{s[f'fast_{p:g}_compile']:.2f}" for p in FAST_P) + " |")
+    ops = sorted({r["op"] for r in rows})
+    lines += ["", "## Per operator (geomean SOL fraction over shapes; 0 when a shape failed or was untimed)", "",
+              "| op | category | weight | shapes | " + " | ".join(impls) + " |", "|---|---|---|---|" + "---|" * len(impls)]
+    for op in ops:
+        first = scores[impls[0]]["per_op"].get(op, {})
+        cells = []
+        for impl in impls:
+            o = scores[impl]["per_op"].get(op)
+            cells.append("-" if o is None else (f"{o['score']:.3f}" if not o["why"] else f"0 ({o['why']})"))
+        lines.append(f"| {op} | {first.get('category')} | {_f(first.get('weight'))} | {first.get('shapes')} | "
+                     + " | ".join(cells) + " |")
+    plots = _plots(rows, run_dir, impls, ops)
+    if plots:
+        lines += ["", "## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots]
+    out = run_dir / "REPORT.md"
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
+def _roof(rows):
+    gpu = next((r.get("gpu") for r in rows if r.get("gpu")), None)
+    if not gpu:
+        return None
+    from aka.hardware import match_spec
+    spec = match_spec(gpu)
+    return (spec.mem_tbps, spec.peak_tflops.get("bf16")) if spec else None
+
+
+def _plots(rows, run_dir: Path, impls, ops) -> list[Path]:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    scores = by_impl(rows)
+    out = []
+    fig, ax = plt.subplots(figsize=(max(8, len(ops) * 0.45), 4.5))
+    width = 0.8 / max(1, len(impls))
+    for i, impl in enumerate(impls):
+        vals = [scores[impl]["per_op"].get(op, {}).get("score", 0.0) for op in ops]
+        ax.bar([x + i * width for x in range(len(ops))], vals, width, label=impl)
+    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(ops))], ops, rotation=70, ha="right", fontsize=7)
+    ax.set_ylabel("geomean SOL fraction")
+    ax.legend()
+    fig.tight_layout()
+    p = run_dir / "sol_fraction_by_op.png"
+    fig.savefig(p, dpi=120)
+    plt.close(fig)
+    out.append(p)
+    pts = [r for r in rows if r.get("time_us") and r.get("bytes") and sum((r.get("flops") or {}).values()) > 0]
+    if pts:
+        fig, ax = plt.subplots(figsize=(7, 5))
+        for impl in impls:
+            rs = [r for r in pts if r["impl"] == impl]
+            ai = [sum(r["flops"].values()) / r["bytes"] for r in rs]
+            tflops = [sum(r["flops"].values()) / (r["time_us"] * 1e6) for r in rs]
+            ax.scatter(ai, tflops, s=10, label=impl, alpha=0.7)
+        roof = _roof(rows)
+        if roof:
+            bw, peak = roof
+            xs = [10 ** (k / 10) for k in range(-20, 50)]
+            ax.plot(xs, [min(peak, x * bw) for x in xs], "k--", lw=1, label=f"roof ({bw} TB/s, {peak:g} TFLOP/s bf16)")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("arithmetic intensity (FLOP / byte, minimum bytes)")
+        ax.set_ylabel("achieved TFLOP/s")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        p = run_dir / "roofline.png"
+        fig.savefig(p, dpi=120)
+        plt.close(fig)
+        out.append(p)
+    return out

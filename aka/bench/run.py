@@ -1,0 +1,145 @@
+"""`aka bench run`: implementations over a suite, one long-format record per (impl, op, shape).
+
+Implementations: `reference` (PyTorch eager), `compile` (torch.compile of the reference, default
+mode), or a directory of candidates, one per op (`DIR/<op>.py`, or `DIR/<op>/best.py`, or the
+first `DIR/<op>/*.py`). Records are appended to `records.jsonl` as each op finishes, so an
+interrupted run resumes where it stopped: (impl, op, shape, device) already present are skipped.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from aka.bench.suite import Suite
+from aka.evaluate.api import EvalConfig, evaluate, evaluate_baselines, git_sha, resolve_device
+from aka.evaluate.result import EvalResult
+
+BASELINES = ("reference", "compile")
+
+
+@dataclass
+class RunOptions:
+    impls: list[str]
+    out: Path
+    device: str | None = None
+    shapes: str | None = None  # None: all benchmark shapes on GPU, "small" on CPU
+    timeout_s: float = 1800.0
+
+
+def candidate_for(impl_dir: Path, op: str) -> Path | None:
+    for p in (impl_dir / f"{op}.py", impl_dir / op / "best.py"):
+        if p.is_file():
+            return p
+    if (impl_dir / op).is_dir():
+        files = sorted((impl_dir / op).glob("*.py"))
+        return files[0] if files else None
+    return None
+
+
+def _records_path(out: Path) -> Path:
+    return out / "records.jsonl"
+
+
+def load_records(out: Path) -> list[dict]:
+    path = _records_path(out)
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a line cut by a crash
+    return rows
+
+
+def _rows(res: EvalResult, impl: str, problem, suite: Suite, which: str | None = None) -> list[dict]:
+    """Flatten one EvalResult into records; `which` picks the eager or compile column for baselines."""
+    env = res.env or {}
+    base = {"impl": impl, "op": problem.name, "category": problem.category, "op_weight": suite.weight(problem.name),
+            "device": res.device, "gpu": env.get("gpu"), "torch": env.get("torch"), "triton": env.get("triton"),
+            "git_sha": env.get("git_sha"), "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+    info = {s.id: s for s in problem.shapes.values()} | {s.id: s for s in problem.small_shapes.values()}
+    rows = []
+    for s in res.shapes:
+        if which == "reference":
+            t = s.eager_us
+        elif which == "compile":
+            t = s.compile_us
+        else:
+            t = s.time_us
+        ok = res.status == "pass" and (which is not None or bool(s.correct))
+        sol_fraction = (s.sol_us / t) if (s.sol_us and t) else None
+        shape = info.get(s.id)
+        rows.append(dict(base, shape=s.id, label=s.label, shape_weight=shape.weight if shape else 1.0,
+                         phase=(shape.info.get("phase") if shape else None),
+                         status=res.status if which is None else ("pass" if ok else res.status),
+                         reason=res.reason if not ok else "", correct=ok, time_us=t,
+                         eager_us=s.eager_us, compile_us=s.compile_us,
+                         speedup_eager=(s.eager_us / t) if (s.eager_us and t) else None,
+                         speedup_compile=(s.compile_us / t) if (s.compile_us and t) else None,
+                         sol_us=s.sol_us, sol_fraction=sol_fraction, bytes=s.bytes, flops=s.flops,
+                         bound=s.bound, impossible=bool(s.impossible) or bool(sol_fraction and sol_fraction > 1.05),
+                         fallback_ops=s.fallback_ops))
+    return rows
+
+
+def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
+    device = resolve_device(opts.device)
+    shapes = opts.shapes or ("small" if device == "cpu" else None)
+    opts.out.mkdir(parents=True, exist_ok=True)
+    done = {(r["impl"], r["op"], r["shape"], r["device"]) for r in load_records(opts.out)}
+    meta = {"suite": str(suite.root), "impls": opts.impls, "device": device, "shapes": shapes or "all",
+            "weights_source": suite.weights_source, "git_sha": git_sha(), "started": time.time()}
+    (opts.out / "run.json").write_text(json.dumps(meta, indent=2))
+    cfg = EvalConfig(device=device)
+    cfg.sandbox.timeout_s = opts.timeout_s
+    want_base = [i for i in opts.impls if i in BASELINES]
+    cand_dirs = [Path(i) for i in opts.impls if i not in BASELINES]
+    for d in cand_dirs:
+        if not d.is_dir():
+            from aka.problem import ProblemError
+            raise ProblemError(f"implementation {d} is neither 'reference', 'compile' nor a directory")
+    with open(_records_path(opts.out), "a") as sink:
+        for problem in suite.problems:
+            selected = [s.id for s in problem.select(shapes)]
+            if want_base and not all((i, problem.name, sid, device) in done for i in want_base for sid in selected):
+                _step(progress, f"{problem.name}: baselines")
+                res = evaluate_baselines(problem, shapes=shapes, config=cfg)
+                for impl in want_base:
+                    _write(sink, _rows(res, impl, problem, suite, which=impl))
+            for d in cand_dirs:
+                impl = d.name
+                if all((impl, problem.name, sid, device) in done for sid in selected):
+                    continue
+                _step(progress, f"{problem.name}: {impl}")
+                cand = candidate_for(d, problem.name)
+                if cand is None:
+                    res = EvalResult(status="rejected", reason=f"no candidate for {problem.name} in {d}",
+                                     problem=problem.name, device=device)
+                    from aka.evaluate.result import ShapeResult
+                    res.shapes = [ShapeResult(id=s.id, label=s.label()) for s in problem.select(shapes)]
+                else:
+                    res = evaluate(problem, cand, shapes=shapes, config=cfg)
+                _write(sink, _rows(res, impl, problem, suite))
+            _advance(progress)
+    return _records_path(opts.out)
+
+
+def _write(sink, rows: list[dict]) -> None:
+    for r in rows:
+        sink.write(json.dumps(r, default=str) + "\n")
+    sink.flush()
+
+
+def _step(progress, text: str) -> None:
+    if progress is not None:
+        progress.describe(text)
+
+
+def _advance(progress) -> None:
+    if progress is not None:
+        progress.advance()

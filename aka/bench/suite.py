@@ -1,0 +1,70 @@
+"""Which problems a suite holds: the bundled benchmark, an Atrex-Bench `data/` folder, or a folder
+of KernelBench problem files; and the importance weight of each."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from aka.problem import BENCH_OPS, REPO_ROOT, Problem, ProblemError, load_problem
+
+WEIGHTS_FILE = REPO_ROOT / "bench" / "weights.json"
+
+
+@dataclass
+class Suite:
+    name: str
+    root: Path
+    problems: list[Problem]
+    weights: dict[str, float]
+    weights_source: str
+
+    def weight(self, op: str) -> float:
+        return self.weights.get(op, 0.0)
+
+
+def load_suite(path: str | Path | None = None, ops: list[str] | None = None,
+               weights_file: str | Path | None = None) -> Suite:
+    root = Path(path).expanduser().resolve() if path else BENCH_OPS
+    if not root.is_dir():
+        raise ProblemError(f"suite not found: {root}")
+    problems: list[Problem] = []
+    for entry in sorted(root.iterdir()):
+        if entry.is_dir() and (entry / "reference.py").exists():
+            problems.append(load_problem(entry))
+        elif entry.is_file() and entry.suffix == ".py" and not entry.name.startswith("_"):
+            try:
+                problems.append(load_problem(entry))
+            except ProblemError:
+                continue  # helper modules in a KernelBench folder
+    if ops:
+        wanted = set(ops)
+        unknown = wanted - {p.name for p in problems}
+        if unknown:
+            raise ProblemError(f"unknown op(s) in suite {root}: {', '.join(sorted(unknown))}")
+        problems = [p for p in problems if p.name in wanted]
+    if not problems:
+        raise ProblemError(f"no problems found under {root}")
+    weights, source = _weights(problems, root, weights_file)
+    return Suite(root.name, root, problems, weights, source)
+
+
+def _weights(problems: list[Problem], root: Path, weights_file) -> tuple[dict[str, float], str]:
+    """Weights from a weights file (ours: bench/weights.json, written by `aka bench weigh`), else the
+    problems' own importance (Atrex-Bench), else uniform; always normalised to sum to 1."""
+    wf = Path(weights_file) if weights_file else (WEIGHTS_FILE if root == BENCH_OPS else root / "weights.json")
+    raw: dict[str, float] = {}
+    source = "uniform (no weights file, no importance in meta)"
+    if wf.exists():
+        data = json.loads(wf.read_text())
+        raw = {k: float(v) for k, v in data.get("weights", {}).items()}
+        source = f"{wf.relative_to(REPO_ROOT) if wf.is_relative_to(REPO_ROOT) else wf}: {data.get('provenance', {}).get('method', 'unknown method')}"
+    elif any(p.meta.get("importance") for p in problems):
+        raw = {p.name: float(p.meta.get("importance") or 0.0) for p in problems}
+        source = "importance from each problem's metadata"
+    names = [p.name for p in problems]
+    vals = {n: raw.get(n, 0.0) for n in names} if raw else {n: 1.0 for n in names}
+    total = sum(vals.values())
+    if total <= 0:
+        vals, total, source = {n: 1.0 for n in names}, float(len(names)), "uniform (weights summed to 0)"
+    return {n: v / total for n, v in vals.items()}, source

@@ -1,0 +1,154 @@
+"""`aka bench weigh`: each operator's share of serving GPU time, two ways.
+
+1. From a trace (`--trace trace.json`): a torch.profiler Chrome trace of a serving process. Every
+   GPU kernel event is mapped to an operator by the first matching rule of
+   `bench/kernel_rules.yaml` (op -> list of regexes over kernel names; edit it for your stack);
+   time not matched is reported as `unmatched`, never silently dropped.
+2. From a workload (`--workload bench/workloads/<name>.yaml`): a mix of (model, phase) shares of
+   serving time and, per architecture, how many times each operator runs in one forward step.
+   For each (model, phase), each operator's time is calls x the mean time of its benchmark shapes
+   whose provenance names that model and phase. Times come from a benchmark run's records
+   (`--times RUN_DIR`, the fastest correct implementation per shape) or, without one, from the
+   roofline floor on the workload's GPU — an estimate, and the provenance says which.
+
+Either way the result is written with its provenance to bench/weights.json (or --out), which
+`aka bench list/run` read. Re-weighting the suite for your own serving mix is one command.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import yaml
+
+from aka.bench.suite import Suite
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def weights_from_trace(trace_path: Path, rules_path: Path) -> tuple[dict[str, float], dict]:
+    rules = yaml.safe_load(rules_path.read_text())
+    compiled = [(op, re.compile(rx)) for op, rxs in rules.items() for rx in rxs]
+    data = json.loads(trace_path.read_text())
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    per_op: dict[str, float] = defaultdict(float)
+    unmatched: dict[str, float] = defaultdict(float)
+    for ev in events:
+        if ev.get("ph") != "X" or ev.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset"):
+            continue
+        name, dur = ev.get("name", ""), float(ev.get("dur", 0.0))
+        op = next((o for o, rx in compiled if rx.search(name)), None)
+        if op is None:
+            unmatched[name[:80]] += dur
+        else:
+            per_op[op] += dur
+    total = sum(per_op.values()) + sum(unmatched.values())
+    summary = {"gpu_time_us": dict(per_op), "unmatched_us": sum(unmatched.values()),
+               "unmatched_top": dict(sorted(unmatched.items(), key=lambda kv: -kv[1])[:10]),
+               "total_us": total}
+    return _normalise(per_op), summary
+
+
+def _shape_times(suite: Suite, times_dir: Path | None, gpu: str) -> tuple[dict, str]:
+    """(op, shape) -> time in us: measured (fastest correct impl) or the roofline floor."""
+    if times_dir is not None:
+        from aka.bench.run import load_records
+        best: dict[tuple[str, str], float] = {}
+        for r in load_records(times_dir):
+            if r.get("correct") and r.get("time_us") and not r.get("impossible"):
+                k = (r["op"], r["shape"])
+                best[k] = min(best.get(k, float("inf")), r["time_us"])
+        return best, f"measured: fastest correct implementation per shape in {times_dir}"
+    from aka.hardware import match_spec
+    from aka.roofline import Cost, roofline
+    spec = match_spec(gpu)
+    if spec is None:
+        raise ValueError(f"workload gpu {gpu!r} is not in the spec table")
+    out = {}
+    for p in suite.problems:
+        for s in p.shapes.values():
+            cost = _cost_without_tensors(p, s)
+            if cost is not None:
+                out[(p.name, s.id)] = roofline(Cost(cost[0], cost[1], "meta"), spec.mem_tbps, spec.peak_tflops).sol_us
+    return out, f"estimated: roofline floor on {spec.name} (datasheet), not measured"
+
+
+def _cost_without_tensors(problem, shape):
+    """FLOPs and bytes from the meta cost model; `bytes: auto` by building the inputs on the
+    meta device (no memory, no compute)."""
+    from aka.roofline import eval_expr
+    spec = problem.meta.get("cost") or {}
+    kw = {**shape.init_kwargs, **shape.input_kwargs}
+    try:
+        flops = {k: eval_expr(v, kw) for k, v in (spec.get("flops") or {}).items()}
+        if spec.get("bytes", "auto") != "auto":
+            return flops, eval_expr(spec["bytes"], kw)
+        return flops, _auto_bytes(problem, shape)
+    except Exception:  # noqa: BLE001 - an op whose inputs cannot be built on meta is left out, and said
+        return None
+
+
+def _auto_bytes(problem, shape) -> float:
+    import torch
+
+    from aka.evaluate.loader import ProblemRuntime, call
+    rt = ProblemRuntime(problem.worker_spec(), "meta")
+    inputs = rt.make_inputs(shape.to_json())
+    with torch.no_grad():
+        out = call(rt.make_reference(shape.to_json()), inputs)
+    from aka.roofline import tensor_bytes
+    return float(tensor_bytes(list(inputs.values())) + tensor_bytes(out))
+
+
+def weights_from_workload(suite: Suite, workload_path: Path, times_dir: Path | None) -> tuple[dict[str, float], dict]:
+    wl = yaml.safe_load(workload_path.read_text())
+    times, time_source = _shape_times(suite, times_dir, wl.get("gpu", "H200 SXM 141GB"))
+    by_mp: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for p in suite.problems:
+        for s in p.shapes.values():
+            t = times.get((p.name, s.id))
+            if t is not None:
+                by_mp[(s.info.get("model"), s.info.get("phase"))][p.name].append(t)
+    weights: dict[str, float] = defaultdict(float)
+    detail = []
+    for entry in wl["mix"]:
+        model, phase, share = entry["model"], entry["phase"], float(entry["share"])
+        calls = wl["architectures"][entry["arch"]]
+        op_t = {op: n * sum(by_mp[(model, phase)][op]) / len(by_mp[(model, phase)][op])
+                for op, n in calls.items() if by_mp[(model, phase)].get(op)}
+        missing = sorted(op for op in calls if op not in op_t)
+        total = sum(op_t.values())
+        if total <= 0:
+            detail.append({"model": model, "phase": phase, "share": share, "note": "no benchmark shape matches"})
+            continue
+        for op, t in op_t.items():
+            weights[op] += share * t / total
+        detail.append({"model": model, "phase": phase, "share": share, "step_us": total,
+                       "op_us": op_t, "ops_without_shapes": missing})
+    return _normalise(weights), {"times": time_source, "per_model_phase": detail}
+
+
+def _normalise(d: dict[str, float]) -> dict[str, float]:
+    total = sum(d.values())
+    return {k: v / total for k, v in sorted(d.items())} if total > 0 else {}
+
+
+def write_weights(weights: dict[str, float], summary: dict, method: str, inputs: list[Path], out: Path,
+                  suite: Suite) -> Path:
+    names = [p.name for p in suite.problems]
+    full = {n: weights.get(n, 0.0) for n in names}
+    payload = {
+        "weights": full,
+        "provenance": {"method": method, "inputs": {str(p): _sha(p) for p in inputs},
+                       "date": _dt.date.today().isoformat(), "command": "aka bench weigh",
+                       "ops_with_zero_weight": sorted(n for n, w in full.items() if w == 0.0)},
+        "summary": summary,
+    }
+    out.write_text(json.dumps(payload, indent=1, sort_keys=False) + "\n")
+    return out
