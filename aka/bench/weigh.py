@@ -139,13 +139,19 @@ def _normalise(d: dict[str, float]) -> dict[str, float]:
     return {k: v / total for k, v in sorted(d.items())} if total > 0 else {}
 
 
+def _rel(p: Path) -> str:
+    from aka.problem import REPO_ROOT
+    p = Path(p).resolve()
+    return str(p.relative_to(REPO_ROOT)) if p.is_relative_to(REPO_ROOT) else str(p)
+
+
 def write_weights(weights: dict[str, float], summary: dict, method: str, inputs: list[Path], out: Path,
                   suite: Suite) -> Path:
     names = [p.name for p in suite.problems]
     full = {n: weights.get(n, 0.0) for n in names}
     payload = {
         "weights": full,
-        "provenance": {"method": method, "inputs": {str(p): _sha(p) for p in inputs},
+        "provenance": {"method": method, "inputs": {_rel(p): _sha(p) for p in inputs},
                        "date": _dt.date.today().isoformat(), "command": "aka bench weigh",
                        "ops_with_zero_weight": sorted(n for n, w in full.items() if w == 0.0)},
         "summary": summary,

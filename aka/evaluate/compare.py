@@ -103,6 +103,8 @@ def _as_f64(t: torch.Tensor) -> torch.Tensor:
 
 def _exact(out: torch.Tensor, ref: torch.Tensor) -> Check:
     o, r = out.detach().cpu(), ref.detach().cpu()
+    if r.dtype == torch.float64 and o.is_floating_point() and o.dtype != r.dtype:
+        r = r.to(o.dtype)  # tolerance validation: an exact copy op upcast to float64
     if o.dtype != r.dtype:
         return Check(False, math.inf, math.inf, f"dtype {o.dtype} != reference {r.dtype}")
     neq = o != r
@@ -171,7 +173,10 @@ def compare_outputs(out, ref, meta: dict | None = None) -> tuple[Check, list[tup
         mode = modes.get(name, modes.get("default", "allclose"))
         override = tol_spec.get(name) if isinstance(tol_spec.get(name), dict) else (
             tol_spec if tol_spec and all(not isinstance(v, dict) for v in tol_spec.values()) else None)
-        base = torch.float8_e4m3fn if mode == "fp8" else r.dtype
+        # The tolerance follows the dtype being judged: against a float64 reference (tolerance
+        # validation) a bf16 output still gets the bf16 tolerance.
+        judged = o.dtype if (r.dtype == torch.float64 and isinstance(o, torch.Tensor) and o.is_floating_point()) else r.dtype
+        base = torch.float8_e4m3fn if mode == "fp8" else judged
         tol = tolerance_for(base, override) if (r.is_floating_point() or mode == "fp8") else None
         checks.append((name, compare(o, r, mode, tol)))
     failed = [c for _, c in checks if not c.ok]

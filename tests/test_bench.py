@@ -1,0 +1,132 @@
+"""The bundled benchmark on CPU: every reference runs, tolerances are validated, the suite lists,
+and the committed weights are reproduced by the command that wrote them."""
+import json
+import math
+
+import pytest
+import torch
+
+from aka.bench.suite import load_suite
+from aka.evaluate import compare as cmp
+from aka.evaluate.loader import ProblemRuntime, call
+from aka.problem import BENCH_OPS, REPO_ROOT, load_problem
+
+OPS = sorted(p.name for p in BENCH_OPS.iterdir() if (p / "meta.json").exists())
+CATEGORIES = {"Fusion", "Math", "LinearAlgebra", "Activation", "MatrixMultiply", "Reduce", "Index", "Loss",
+              "Quantization", "Normalization", "Optimizer", "SpatialOps", "Convolution", "Random", "Pooling"}
+
+
+def _upcast(inputs: dict) -> dict:
+    out = {}
+    for k, v in inputs.items():
+        if isinstance(v, torch.Tensor) and v.dtype in (torch.bfloat16, torch.float16, torch.float32):
+            out[k] = v.to(torch.float64)
+        elif isinstance(v, torch.Tensor):
+            out[k] = v.clone()
+        else:
+            out[k] = v
+    return out
+
+
+def _run(op: str, shape_id: str, seed: int):
+    p = load_problem(op)
+    shape = {**p.small_shapes, **p.shapes}[shape_id]
+    rt = ProblemRuntime(p.worker_spec(), "cpu")
+    torch.manual_seed(seed)
+    inputs = rt.make_inputs(shape.to_json())
+    model = rt.make_reference(shape.to_json())
+    with torch.no_grad():
+        out = call(model, {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()})
+        out64 = call(model, _upcast(inputs))
+    return p, out, out64
+
+
+def test_suite_lists_30_ops_400_shapes_categorised_and_weighted():
+    suite = load_suite()
+    assert len(suite.problems) >= 30
+    assert sum(len(p.shapes) for p in suite.problems) >= 400
+    for p in suite.problems:
+        assert p.category in CATEGORIES, (p.name, p.category)
+        phases = {s.info.get("phase") for s in p.shapes.values()}
+        assert phases <= {"decode", "prefill"} and phases, p.name
+        assert len(p.small_shapes) >= 1, p.name
+    assert math.isclose(sum(suite.weights.values()), 1.0, rel_tol=1e-9)
+    assert "weights.json" in suite.weights_source
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_reference_runs_and_tolerance_holds_with_margin(op):
+    """Reference in its own dtype vs the same reference on float64-upcast inputs: within the
+    tolerance, with at most half the relative-norm budget used; every small shape, 2 draws."""
+    p = load_problem(op)
+    for sid in p.small_shapes:
+        for seed in (0, 1):
+            _, out, out64 = _run(op, sid, seed)
+            worst, checks = cmp.compare_outputs(out, out64, p.meta)
+            assert worst.ok, f"{op}/{sid}: {worst.reason}"
+            for name, c in checks:
+                tensors = dict(cmp.flatten_outputs(out))
+                t = tensors[name]
+                if t.is_floating_point() or t.dtype in cmp.FP8_DTYPES:
+                    mode = (p.meta.get("compare") or {}).get(name, (p.meta.get("compare") or {}).get("default", "allclose"))
+                    base = torch.float8_e4m3fn if mode == "fp8" else t.dtype
+                    spec = p.meta.get("tolerance") or {}
+                    override = spec.get(name) if isinstance(spec.get(name), dict) else (
+                        spec if spec and all(not isinstance(v, dict) for v in spec.values()) else None)
+                    limit = cmp.tolerance_for(base, override)["rel_norm"]
+                    assert c.rel_err <= 0.5 * limit + 1e-12, f"{op}/{sid} output {name}: {c.rel_err:.3g} vs {limit:g}"
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_perturbed_output_fails(op):
+    """A systematic error of 3x the relative tolerance on every element (floats), or one changed
+    element (integers), must fail: the tolerance is not so loose that it accepts anything."""
+    p = load_problem(op)
+    sid = next(iter(p.small_shapes))
+    _, out, _ = _run(op, sid, 0)
+    outs = cmp.flatten_outputs(out)
+    for name, t in outs:
+        if t.numel() == 0:
+            continue
+        bad = {k: v.clone() for k, v in outs}
+        mode = (p.meta.get("compare") or {}).get(name, (p.meta.get("compare") or {}).get("default", "allclose"))
+        if t.is_floating_point() or t.dtype in cmp.FP8_DTYPES:
+            f = t.to(torch.float32)
+            finite = torch.isfinite(f)
+            if not bool((finite & (f != 0)).any()):
+                continue
+            spec = p.meta.get("tolerance") or {}
+            override = spec.get(name) if isinstance(spec.get(name), dict) else (
+                spec if spec and all(not isinstance(v, dict) for v in spec.values()) else None)
+            rtol = cmp.tolerance_for(torch.float8_e4m3fn if mode == "fp8" else t.dtype, override)["rtol"]
+            big = f.abs().max()
+            shifted = torch.where(finite, f * (1 + 3 * rtol) + 3 * rtol * big * (f >= 0), f)
+            bad[name] = shifted.to(t.dtype)
+        else:
+            flat = bad[name].view(-1)
+            flat[0] = flat[0] + 1
+        rebuilt = _rebuild(out, bad)
+        worst, _ = cmp.compare_outputs(rebuilt, out, p.meta)
+        assert not worst.ok, f"{op}: perturbed output {name} passed"
+
+
+def _rebuild(like, named: dict):
+    if isinstance(like, torch.Tensor):
+        return named["0"]
+    if isinstance(like, dict):
+        return {k: named[str(k)] for k in like}
+    return type(like)(named[str(i)] for i in range(len(like)))
+
+
+def test_weights_reproduce_from_committed_workload(tmp_path):
+    """`aka bench weigh --workload` on the committed workload recomputes the committed weights."""
+    from aka.cli import main
+    committed = json.loads((REPO_ROOT / "bench" / "weights.json").read_text())
+    out = tmp_path / "w.json"
+    assert main(["bench", "weigh", "--workload", str(REPO_ROOT / "bench/workloads/serving_mix.yaml"),
+                 "--out", str(out)]) == 0
+    again = json.loads(out.read_text())
+    assert again["weights"].keys() == committed["weights"].keys()
+    for k, v in committed["weights"].items():
+        assert math.isclose(again["weights"][k], v, rel_tol=1e-9, abs_tol=1e-12), k
+    assert again["provenance"]["inputs"] == committed["provenance"]["inputs"]
