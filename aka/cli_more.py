@@ -10,6 +10,9 @@ def register(sub) -> None:
     from aka.agent.cli import add_parser as add_optimize  # argparse only; the loop imports lazily
     add_optimize(sub)
 
+    from aka.kb.cli import add_parser as add_kb  # argparse only; chromadb loads inside the commands
+    add_kb(sub)
+
     from aka.bench.cli import register as add_bench
     add_bench(sub)
 

@@ -111,8 +111,12 @@ def _read_json(path: Path) -> dict:
 def _parse_shapes(raw: dict, where: Path, info: dict | None = None) -> dict[str, ShapeCase]:
     shapes = {}
     for sid, entry in raw.items():
-        if not isinstance(entry, dict) or not set(entry) <= {"init_kwargs", "input_kwargs"} | set(entry):
+        if not isinstance(entry, dict):
             raise ProblemError(f"malformed shapes in {where}: entry {sid!r} is not an object")
+        unknown = set(entry) - {"init_kwargs", "input_kwargs"}
+        if unknown:
+            raise ProblemError(f"malformed shapes in {where}: entry {sid!r} has unknown key(s) "
+                               f"{', '.join(sorted(unknown))} (expected init_kwargs, input_kwargs)")
         init, inp = entry.get("init_kwargs", {}), entry.get("input_kwargs", {})
         if not isinstance(init, dict) or not isinstance(inp, dict):
             raise ProblemError(f"malformed shapes in {where}: entry {sid!r} needs init_kwargs and input_kwargs objects")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -40,7 +40,6 @@ class Case:
     idle_s: float = 180.0
     timing: bool = False
     gap: str = ""              # non-empty: the harness lets it through today (xfail strict)
-    extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def path(self) -> Path:
@@ -65,19 +64,6 @@ HONEST = [H("rms_norm", "rms_norm"), H("vec_add", "vec_add"), H("softmax_rows", 
           H("atrex_fused_add_rms_norm", "atrex_fused_add_rms_norm"),
           H("kb_linear_relu", "kb_linear_relu.py"), H("kb_linear_relu_reordered", "kb_linear_relu.py")]
 
-# Gaps: what the harness misses today and why (see the report for the proposed fixes).
-GAP_SELF_ALIAS = ("harness gap: static monkeypatch rule exempts any target rooted at a name 'self', "
-                  "so self.T = torch.Tensor; self.T.detach = f patches torch; Tensor.detach is not guarded")
-GAP_OPERATOR = ("harness gap: operator.attrgetter/methodcaller give attribute access by string, "
-                "bypassing the builtin and dunder rules; the worker's compare module is not guarded")
-GAP_TYPING = "harness gap: typing.get_type_hints evals string annotations (code in a string constant)"
-GAP_HOOK = ("harness gap: ATen log is muted for the whole Triton launch, and pre-run hooks run "
-            "inside it; on CPU nothing else looks for fallbacks")
-GAP_BODY = "harness gap: interpreter runs kernel bodies as Python; calls to torch inside are muted"
-GAP_SCALAR = ("harness gap: .item() reads and scalar fill_ writes are all glue ops, so a Python "
-              "scalar fallback has no compute op to flag")
-GAP_ORDER = ("harness gap: the interpreter runs programs in grid order, so a cross-program race "
-             "is always won on CPU; no shuffled program order")
 
 CHEATS = [
     Case("cached_output", "rms_norm", "incorrect", "[correctness]", ("0", "1", "2")),
@@ -104,22 +90,18 @@ CHEATS = [
     Case("exec_getattr_import", "vec_add", "rejected", "[builtin] exec"),
     Case("input_view_identity", "rms_norm", "incorrect", "[correctness]", ("0", "1", "2")),
     Case("single_program_grid", "vec_add", "incorrect", "[correctness]", ("2",)),
-    # gaps: these pass today
-    Case("race_program_order", "rms_norm", "incorrect", "[correctness]", gap=GAP_ORDER),
-    Case("self_alias_monkeypatch", "vec_add", "rejected", "[monkeypatch]", gap=GAP_SELF_ALIAS),
-    Case("operator_attrgetter_escape", "vec_add", "rejected", "[static]", gap=GAP_OPERATOR),
-    Case("typing_forwardref_eval", "vec_add", "rejected", "[static]", gap=GAP_TYPING),
-    Case("pre_run_hook_fallback", "rms_norm", "fallback", "[fallback]", gap=GAP_HOOK),
-    Case("vendor_named_kernels", "matmul", "fallback", "[fallback]", gap=GAP_HOOK),
-    Case("kernel_body_torch", "softmax_rows", "fallback", "[fallback]", gap=GAP_BODY),
-    Case("python_scalar_fallback", "topk_ids", "fallback", "[fallback]", gap=GAP_SCALAR),
+    # closed gaps (each passed the harness once; see the commit that closed it)
+    Case("race_program_order", "rms_norm", "incorrect", "[correctness]"),  # shuffled program order
+    Case("self_alias_monkeypatch", "vec_add", "rejected", "[monkeypatch] assignment to self.T.detach"),
+    Case("operator_attrgetter_escape", "vec_add", "rejected", "[import] import operator"),
+    Case("typing_forwardref_eval", "vec_add", "rejected", "[string-dunder]"),
+    Case("pre_run_hook_fallback", "rms_norm", "rejected", "[launch-hook]"),
+    Case("vendor_named_kernels", "matmul", "rejected", "[launch-hook]"),
+    Case("kernel_body_torch", "softmax_rows", "rejected", "[kernel-call]"),
+    Case("python_scalar_fallback", "topk_ids", "fallback", "host scalar reads"),
 ]
 
 # GPU verdicts (the same files, plus the timing-stage cheats the CPU cascade has no stage for).
-GAP_TIMING = ("harness gap: nothing checks outputs during or after timing, so a candidate can "
-              "behave while checked and do nothing while timed")
-GAP_VENDOR = ("harness gap: profiler accepts any kernel named <own kernel>_..., so jit functions "
-              "named after cuBLAS prefixes make cuBLAS 'own'; the GEMM itself hides in a pre-run hook")
 
 
 def G(name, problem, status, cause="", **kw):
@@ -132,13 +114,14 @@ GPU_CASES = [H(c.name, c.problem, device="cuda") for c in HONEST] + [
     G("illegal_memory_access", "vec_add", "crashed", "illegal memory access"),
     G("huge_allocation", "vec_add", "crashed", "out of memory"),
     G("decorative_kernel", "softmax_rows", "fallback", "[fallback]"),
-    G("pre_run_hook_fallback", "rms_norm", "fallback", "kernel "),
-    G("kernel_body_torch", "softmax_rows", "compile_error", "[first_call]"),
+    G("pre_run_hook_fallback", "rms_norm", "rejected", "[launch-hook]"),
+    G("kernel_body_torch", "softmax_rows", "rejected", "[kernel-call]"),
     G("side_stream", "vec_add", "rejected", "[stream]"),
-    G("vendor_named_kernels", "matmul", "fallback", "[fallback]"),  # caught on the H200 (2026-11-30): cuBLAS kernels listed
-    G("python_scalar_fallback", "topk_ids", "fallback", "[fallback]", gap=GAP_SCALAR),
-    G("late_switch", "vec_add", "incorrect", "[timing]", timing=True, gap=GAP_TIMING),
-    G("graph_capture_detect", "vec_add", "incorrect", "[timing]", timing=True, gap=GAP_TIMING),
+    G("vendor_named_kernels", "matmul", "rejected", "[launch-hook]"),  # was caught as fallback on the H200 too
+    G("python_scalar_fallback", "topk_ids", "fallback", "host scalar reads"),
+    # closed by the lead's timed-output check (commit 23aaacb); not re-run on a GPU from here
+    G("late_switch", "vec_add", "incorrect", "[timing]", timing=True),
+    G("graph_capture_detect", "vec_add", "incorrect", "[timing]", timing=True),
 ]
 
 
@@ -221,8 +204,6 @@ def test_cheat_files_are_all_exercised_and_documented():
 
 
 @pytest.mark.parametrize("name", ["infinite_loop_forward", "illegal_memory_access"])
-@pytest.mark.xfail(strict=True, reason="harness gap: a worker killed by the sandbox (timeout, signal) "
-                   "reports no stage: the last progress message is dropped")
 def test_killed_worker_names_the_stage(name, results):
     case = next(c for c in CHEATS if c.name == name)
     res = results.get(case)
@@ -244,6 +225,19 @@ def test_kernelbench_weights_are_copied_from_the_reference(results):
     assert not torch.equal(ref_w, own_w)
     res = results.get(next(c for c in HONEST if c.name == "kb_linear_relu_reordered"))
     assert res.status == "pass", res.reason
+
+
+@pytest.mark.parametrize("name", ["nvjet_tst_64x8_64x16_4x1_v_bz_TNN", "sm90_xmma_gemm_f32f32_f32f32_f32_tn_n",
+                                  "cutlass_80_simt_sgemm_128x32_8x5_nn_align1", "ampere_sgemm_32x32_sliced1x4_nn"])
+def test_vendor_kernel_names_are_not_taken_for_own_kernels(name):
+    """The profiler-side half of vendor_named_kernels, checked without a GPU: vendor kernel names of
+    these shapes must stay foreign even when the candidate defines jit functions named like their
+    prefixes. (The fixture's tiny fp32 GEMMs got differently named cuBLAS kernels on the H200, so
+    the end-to-end GPU case is caught; which shapes get kernels named like these was not measured.)"""
+    from aka.evaluate.guards import classify_gpu_kernel
+    own = {"matmul_kernel", "nvjet", "sm90", "cutlass", "ampere"}
+    assert classify_gpu_kernel("matmul_kernel", own) == "own"
+    assert classify_gpu_kernel(name, own) == "foreign"
 
 
 @pytest.mark.gpu

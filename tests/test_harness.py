@@ -139,8 +139,6 @@ def _aka_imports(path: Path) -> set[str]:
     return mods
 
 
-@pytest.mark.xfail(strict=True, reason="harness gap: the worker imports aka/__init__.py and (on the GPU) "
-                   "aka/hardware.py, which the trusted-file hash does not cover")
 def test_every_module_the_worker_imports_is_hashed():
     seen, todo = set(), ["aka.evaluate.worker"]
     while todo:

@@ -130,9 +130,6 @@ def test_malformed_shapes_json(opdir, text, message):
         load_problem(opdir)
 
 
-@pytest.mark.xfail(strict=True, reason="harness gap: unknown keys in a shapes.json entry are accepted "
-                   "(the subset check in _parse_shapes is a tautology), so a typo such as input_kwarg "
-                   "silently drops the kwargs and every candidate then fails in the worker instead")
 def test_misspelled_shape_keys_are_rejected(opdir):
     (opdir / "shapes.json").write_text('{"0": {"init_kwargs": {}, "input_kwarg": {"n": 5}}}')
     with pytest.raises(ProblemError):

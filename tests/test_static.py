@@ -111,6 +111,9 @@ CASES = [
     ("profiler", "p = torch.profiler.profile()"),
     ("profiler", "ms = triton.testing.do_bench(lambda: None)"),
     ("profiler", "e = torch.cuda.Event(enable_timing=True)"),
+    ("launch-hook", "add_kernel.add_pre_run_hook(print)"),
+    ("launch-hook", "c = triton.Config({}, pre_hook=print)"),
+    ("string-dunder", "k = '__globals__'"),
 ]
 
 
@@ -124,7 +127,8 @@ def test_rule_fires_on_the_offending_line(rule, snippet):
 
 
 def test_every_rule_has_a_case():
-    covered = {r for r, _ in CASES} | {"syntax", "no-model", "no-kernel"}
+    # kernel-call is covered by test_non_jit_call_inside_a_kernel_is_flagged
+    covered = {r for r, _ in CASES} | {"syntax", "no-model", "no-kernel", "kernel-call"}
     assert covered == set(RULES)
 
 
@@ -156,7 +160,7 @@ def test_what_glue_needs_is_allowed():
     ok_lines = [
         "import math", "from functools import lru_cache", "import triton.language.extra.libdevice",
         "x = torch.empty(3).view(-1).contiguous()", "y = tl.load", "z = self_like = 1",
-        "def f(self):\n    self.cache = {}\n    self.cache['k'] = 1\n    self.w[0] = 2",
+        "class Glue(nn.Module):\n    def f(self):\n        self.cache = {}\n        self.cache['k'] = 1\n        self.w[0] = 2",
         "n = torch.ones(2).numel()", "d = torch.device('cpu')",
     ]
     for line in ok_lines:
@@ -179,8 +183,7 @@ def test_summary_is_capped():
     assert len(report.violations) == 9 and "and 4 more" in report.summary(limit=5)
 
 
-# Gaps: each is a way past the rules that the adversarial suite turns into a passing cheat.
-@pytest.mark.xfail(strict=True, reason="harness gap: monkeypatch rule exempts anything rooted at a name 'self'")
+# Closed gaps: each was a way past the rules that the adversarial suite turned into a passing cheat.
 @pytest.mark.parametrize("snippet", [
     "class P(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.T = torch.Tensor\n"
     "        self.T.detach = lambda t: t",
@@ -190,8 +193,6 @@ def test_monkeypatch_through_self_alias_is_flagged(snippet):
     assert "monkeypatch" in rules_of(with_line(snippet))
 
 
-@pytest.mark.xfail(strict=True, reason="harness gap: dunders reached through strings (operator.attrgetter, "
-                   "operator.methodcaller, string annotations evaluated by typing) are not seen")
 @pytest.mark.parametrize("snippet", [
     "import operator\nG = operator.attrgetter('__globals__')(add_kernel)",
     "import operator\nS = operator.methodcaller('__setattr__', 'x', 1)",
@@ -201,8 +202,6 @@ def test_string_smuggled_dunders_are_flagged(snippet):
     assert not check_source(with_line(snippet)).ok
 
 
-@pytest.mark.xfail(strict=True, reason="harness gap: Triton launch hooks run candidate Python inside the "
-                   "launch, where the ATen fallback log is muted")
 @pytest.mark.parametrize("snippet", [
     "add_kernel.add_pre_run_hook(lambda *a, **k: None)",
     "add_kernel.pre_run_hooks.append(lambda *a, **k: None)",
@@ -211,8 +210,6 @@ def test_launch_hooks_are_flagged(snippet):
     assert not check_source(with_line(snippet)).ok
 
 
-@pytest.mark.xfail(strict=True, reason="harness gap: a jit body may call any Python function; the "
-                   "interpreter runs it (with the ATen log muted), the GPU compiler would refuse it")
 def test_non_jit_call_inside_a_kernel_is_flagged():
     src = BASE.replace("    mask = offs < n\n", "    mask = offs < n\n    helper()\n", 1) + "\n\ndef helper():\n    pass\n"
     assert not check_source(src).ok

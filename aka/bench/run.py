@@ -105,10 +105,12 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
             raise ProblemError(f"implementation {d} is neither 'reference', 'compile' nor a directory")
     with open(_records_path(opts.out), "a") as sink:
         for problem in suite.problems:
-            selected = [s.id for s in problem.select(shapes)]
+            # External problems (Atrex-Bench, KernelBench) carry no CPU-sized set: use their shapes.
+            shapes_p = None if (shapes == "small" and not problem.small_shapes) else shapes
+            selected = [s.id for s in problem.select(shapes_p)]
             if want_base and not all((i, problem.name, sid, device) in done for i in want_base for sid in selected):
                 _step(progress, f"{problem.name}: baselines")
-                res = evaluate_baselines(problem, shapes=shapes, config=cfg)
+                res = evaluate_baselines(problem, shapes=shapes_p, config=cfg)
                 for impl in want_base:
                     _write(sink, _rows(res, impl, problem, suite, which=impl))
             for d in cand_dirs:
@@ -121,9 +123,9 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
                     res = EvalResult(status="rejected", reason=f"no candidate for {problem.name} in {d}",
                                      problem=problem.name, device=device)
                     from aka.evaluate.result import ShapeResult
-                    res.shapes = [ShapeResult(id=s.id, label=s.label()) for s in problem.select(shapes)]
+                    res.shapes = [ShapeResult(id=s.id, label=s.label()) for s in problem.select(shapes_p)]
                 else:
-                    res = evaluate(problem, cand, shapes=shapes, config=cfg)
+                    res = evaluate(problem, cand, shapes=shapes_p, config=cfg)
                 _write(sink, _rows(res, impl, problem, suite))
             _advance(progress)
     return _records_path(opts.out)

@@ -146,6 +146,12 @@ def _finish(res: EvalResult, prob: Problem, selected) -> EvalResult:
     if not res.shapes:
         from aka.evaluate.result import ShapeResult
         res.shapes = [ShapeResult(id=s.id, label=s.label()) for s in selected]
+    import re
+    m = re.search(r"\[during (\w+)(?:, shape ([^\]]+))?\]", res.reason or "")
+    if m and res.status in ("timeout", "crashed"):  # a killed worker: mark where it died
+        for sr in res.shapes:
+            if m.group(2) is None or sr.id == m.group(2):
+                sr.correct, sr.failed_stage, sr.reason = False, m.group(1), res.reason
     attach_roofline(res, prob, selected)
     return res
 

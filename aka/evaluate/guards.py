@@ -46,31 +46,37 @@ class LaunchLog:
         self.depth = 0
         self._orig = []
 
-    def install(self):
+    def install(self, interpreted: bool = False):
+        """Count launches. `depth` (ATen calls not blamed on the candidate) covers only Triton's
+        own work: on the GPU the compiled launch and the autotuner's benchmarking; under the
+        interpreter just its argument copies, since the interpreter runs kernel bodies as Python."""
+        import triton.runtime.autotuner as autotuner
         import triton.runtime.jit as jit
-        targets = [(jit.JITFunction, "run")]
-        try:
+        targets = [(jit.JITFunction, "run", True, not interpreted),
+                   (autotuner.Autotuner, "run", False, True), (autotuner.Heuristics, "run", False, True)]
+        if interpreted:
             import triton.runtime.interpreter as interp
-            targets.append((interp.InterpretedFunction, "run"))
-        except ImportError:
-            pass
-        for cls, attr in targets:
+            targets += [(interp.InterpretedFunction, "run", True, False),
+                        (interp.GridExecutor, "_init_args_hst", False, True),
+                        (interp.GridExecutor, "_restore_args_dev", False, True)]
+        for cls, attr, count, mute in targets:
             orig = getattr(cls, attr)
             self._orig.append((cls, attr, orig))
-            setattr(cls, attr, self._wrap(orig))
+            setattr(cls, attr, self._wrap(orig, count, mute))
         return self
 
-    def _wrap(self, orig):
+    def _wrap(self, orig, count: bool, mute: bool):
         log = self
 
         def run(fn_self, *args, **kwargs):
-            name = getattr(getattr(fn_self, "fn", None), "__name__", None) or getattr(fn_self, "__name__", "?")
-            log.counts[name] = log.counts.get(name, 0) + 1
-            log.depth += 1
+            if count:
+                name = getattr(getattr(fn_self, "fn", None), "__name__", None) or getattr(fn_self, "__name__", "?")
+                log.counts[name] = log.counts.get(name, 0) + 1
+            log.depth += mute
             try:
                 return orig(fn_self, *args, **kwargs)
             finally:
-                log.depth -= 1
+                log.depth -= mute
 
         run._aka_launch_hook = True
         return run
@@ -128,7 +134,7 @@ _ATEN_KERNEL = re.compile(
 def classify_gpu_kernel(name: str, own_kernels: set[str]) -> str:
     """'own' (the candidate's Triton kernel), 'glue' (copy/fill/memset), or 'foreign'."""
     base = name.split("(")[0].strip()
-    if base in own_kernels or any(base.startswith(k + "_") for k in own_kernels):
+    if base in own_kernels:  # exact: a jit function named "nvjet" must not make cuBLAS "own"
         return "own"
     if _ALLOWED_KERNEL.search(name) and not re.search(r"gemm|reduce|softmax", name, re.I):
         return "glue"
@@ -150,7 +156,16 @@ def _guarded():
         (torch.cuda, "graph"), (torch.cuda, "CUDAGraph"), (torch.cuda.Event, "record"),
         (torch.cuda.Event, "elapsed_time"), (torch.cuda.Event, "synchronize"),
         (torch.profiler, "profile"), (jit.JITFunction, "run"), (triton, "jit"),
+        (torch.Tensor, "detach"), (torch.Tensor, "view"), (torch.Tensor, "reshape"),
+        (torch.Tensor, "contiguous"), (torch.Tensor, "numel"), (torch.Tensor, "is_floating_point"),
+        (torch.Tensor, "__getitem__"), (torch.Tensor, "__setitem__"), (torch.Tensor, "fill_"),
+        (torch.Tensor, "__mul__"), (torch.Tensor, "__gt__"), (torch.Tensor, "__le__"), (torch.Tensor, "__or__"),
+        (torch.Tensor, "__and__"), (torch.Tensor, "__invert__"), (torch, "equal"), (torch, "where"),
+        (torch, "argmax"), (torch.Tensor, "numpy"), (torch.Tensor, "element_size"),
     ]
+    from aka.evaluate import compare as cmp
+    items += [(cmp, n) for n in ("compare_outputs", "compare", "_close", "_exact", "_as_f64",
+                                 "flatten_outputs", "tolerance_for", "dtype_name")]
     try:
         import triton.runtime.interpreter as interp
         items.append((interp.InterpretedFunction, "run"))

@@ -14,7 +14,9 @@ driver. Under the interpreter (correctness only) an autotuned kernel runs its fi
 And `tl.dot` on bf16 operands multiplies their uint16 bit patterns as integers (an error of 2e10
 on a 16x16 product of N(0,1) values); fp8 operands go through the truncating conversion. Tensor
 cores multiply exactly and accumulate in fp32, so here operands are widened exactly (by torch)
-to fp32 first. Finally, every other bf16 operation (add, compare, clamp, exp, fma, and so the
+to fp32 first. The interpreter also runs programs in grid order, so a race between programs
+(one reading what another writes) always resolves the same, right way; programs now run in a
+seeded random order that changes on every launch, as they effectively do on the GPU. Finally, every other bf16 operation (add, compare, clamp, exp, fma, and so the
 combine step of tl.sum) also ran numpy on the bit patterns (2.5 + 2.0 came out as -2.9e-39): bf16
 operands are widened to fp32, computed, and rounded back to bf16 per operation, as the GPU does.
 """
@@ -31,6 +33,17 @@ def _torch_dtype(tl_ty):
     table = {tl.bfloat16: torch.bfloat16, tl.float16: torch.float16, tl.float32: torch.float32,
              tl.float64: torch.float64, tl.float8e4nv: torch.float8_e4m3fn, tl.float8e5: torch.float8_e5m2}
     return table.get(tl_ty)
+
+
+def _harness_side(fn):
+    """The conversions below are the harness emulating hardware, not candidate compute: run them
+    with the worker's ATen logging mode switched off."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    def wrapper(*args, **kwargs):
+        with _disable_current_modes():
+            return fn(*args, **kwargs)
+    return wrapper
 
 
 def _to_torch(data: np.ndarray, dt: torch.dtype) -> torch.Tensor:
@@ -104,8 +117,11 @@ def install() -> bool:
         b32 = _to_torch(b.data, tb).to(torch.float32).numpy() if tb in narrow else b.data.astype(np.float32)
         return interp.TensorHandle(np.matmul(a32, b32, dtype=d.data.dtype) + d.data, d.dtype.scalar)
 
-    builder_cls.create_dot = create_dot
+    builder_cls.create_dot = _harness_side(create_dot)
     _install_bf16_arith(builder_cls, interp)
+    _install_program_shuffle(builder_cls)
+    cast_impl._aka_rtne = True
+    cast_impl = _harness_side(cast_impl)
     cast_impl._aka_rtne = True
     builder_cls.cast_impl = cast_impl
     builder_cls.create_fp_to_fp = create_fp_to_fp
@@ -152,8 +168,9 @@ def _install_bf16_arith(builder_cls, interp) -> None:
             return orig_fma(self, x, y, z)
         return interp.TensorHandle(narrow(widen(x) * widen(y) + widen(z)), tl.bfloat16)
 
-    builder_cls.binary_op, builder_cls.ternary_op, builder_cls.unary_op = binary_op, ternary_op, unary_op
-    builder_cls.create_fma = create_fma
+    builder_cls.binary_op, builder_cls.ternary_op, builder_cls.unary_op = (
+        _harness_side(binary_op), _harness_side(ternary_op), _harness_side(unary_op))
+    builder_cls.create_fma = _harness_side(create_fma)
     # the create_f* lambdas call self.binary_op at call time, so they pick these up
 
     reduce_cls = interp.ReduceOps
@@ -194,4 +211,29 @@ def _install_bf16_arith(builder_cls, interp) -> None:
     def widen_bits(bits: np.ndarray) -> np.ndarray:
         return _to_torch(bits, torch.bfloat16).to(torch.float32).numpy()
 
-    reduce_cls.min_max, reduce_cls.sum = min_max, tree_sum
+    reduce_cls.min_max, reduce_cls.sum = _harness_side(min_max), _harness_side(tree_sum)
+
+
+def _install_program_shuffle(builder_cls, seed: int = 0x5EED) -> None:
+    """Visit the grid in a random order: remap the index the interpreter's loop sets (a
+    bijection over the grid, new on every launch)."""
+    import random
+    rng = random.Random(seed)
+    orig_dim, orig_idx = builder_cls.set_grid_dim, builder_cls.set_grid_idx
+
+    def set_grid_dim(self, nx, ny, nz):
+        order = list(range(nx * ny * nz))
+        rng.shuffle(order)
+        self._aka_order = order
+        return orig_dim(self, nx, ny, nz)
+
+    def set_grid_idx(self, x, y, z):
+        nx, ny, _ = self.grid_dim
+        order = getattr(self, "_aka_order", None)
+        if order is None or len(order) != nx * ny * self.grid_dim[2]:
+            return orig_idx(self, x, y, z)
+        k = order[x * ny * self.grid_dim[2] + y * self.grid_dim[2] + z]
+        nz = self.grid_dim[2]
+        return orig_idx(self, k // (ny * nz), (k // nz) % ny, k % nz)
+
+    builder_cls.set_grid_dim, builder_cls.set_grid_idx = set_grid_dim, set_grid_idx

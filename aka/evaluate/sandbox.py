@@ -44,8 +44,6 @@ from pathlib import Path
 from aka.evaluate.result import EvalResult
 
 PKG_ROOT = Path(__file__).resolve().parent.parent.parent  # the directory holding `aka/`
-WORKER_FILES = ("__init__.py", "worker.py", "compare.py", "guards.py", "loader.py", "result.py",
-                "timing.py", "stats.py", "interp_fix.py", "static.py")
 
 # Environment variables the worker may inherit (exact names or prefixes ending in "_").
 ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "TZ", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME",
@@ -89,8 +87,11 @@ def hash_files(paths: list[Path]) -> str:
 
 
 def trusted_files(problem_files: list[Path]) -> list[Path]:
+    """Every aka file the worker may import (the whole aka/evaluate package, aka/__init__.py and
+    aka/hardware.py) plus the problem's own files."""
     here = Path(__file__).resolve().parent
-    return [here / f for f in WORKER_FILES] + [p for p in problem_files if p]
+    pkg = here.parent
+    return sorted(here.glob("*.py")) + [pkg / "__init__.py", pkg / "hardware.py"] + [p for p in problem_files if p]
 
 
 def run_worker(spec: dict, candidate_source: str, problem_files: list[Path],
@@ -140,6 +141,7 @@ def _pump(proc, fd, cfg, on_progress):
     sel = selectors.DefaultSelector()
     sel.register(fd, selectors.EVENT_READ)
     buf, result, killed = b"", None, None
+    last_stage = {}
     t0 = last = time.monotonic()
     started = None
     try:
@@ -168,8 +170,10 @@ def _pump(proc, fd, cfg, on_progress):
                         started = last - t0
                     if msg.get("event") == "result":
                         result = EvalResult.from_json(msg["result"])
-                    elif on_progress is not None:
-                        on_progress(msg)
+                    else:
+                        last_stage.update(msg)
+                        if on_progress is not None:
+                            on_progress(msg)
             elif proc.poll() is not None:
                 break
     except KeyboardInterrupt:
@@ -188,6 +192,9 @@ def _pump(proc, fd, cfg, on_progress):
         _kill_group(proc)  # children the worker left behind (it has already sent its result)
     if result is not None and started is not None:
         result.wall_s["worker_start_s"] = round(started, 3)
+    if result is None and last_stage.get("stage"):
+        where = last_stage["stage"] + (f", shape {last_stage['shape']}" if last_stage.get("shape") else "")
+        killed = (killed or "") + f" [during {where}]"
     return result, killed
 
 
@@ -201,7 +208,14 @@ def _kill_group(proc) -> None:
 def _death_result(code, killed, cfg, tmp: Path, spec: dict) -> EvalResult:
     err = _tail(tmp / "stderr.txt", 1500)
     name = spec["problem"]["name"]
+    during = ""
+    if killed and killed.startswith(" [during"):
+        during, killed = killed, None
+    elif killed and " [during" in killed:
+        killed, during = killed.split(" [during", 1)
+        during = " [during" + during
     if killed:
+        killed += during
         return EvalResult(status="timeout", reason=killed, problem=name, device=spec.get("device", "cpu"))
     if code is not None and code < 0:
         try:
@@ -211,6 +225,7 @@ def _death_result(code, killed, cfg, tmp: Path, spec: dict) -> EvalResult:
         why = f"worker killed by {sig}"
     else:
         why = f"worker exited with code {code} before reporting"
+    why += during
     low = err.lower()
     if "out of memory" in low or "memoryerror" in low or "cannot allocate" in low:
         why += " (out of memory)"

@@ -9,6 +9,7 @@ functions, fresh inputs), so a rule missing here is not the only line of defence
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 
 # Imports a kernel file may make; everything else is refused (rule `import`).
@@ -16,7 +17,7 @@ ALLOWED_IMPORTS = {
     "torch", "torch.nn", "torch.nn.functional", "triton", "triton.language",
     "triton.language.extra", "triton.language.extra.libdevice", "triton.language.extra.cuda",
     "triton.language.extra.cuda.libdevice", "triton.tools.tensor_descriptor",
-    "math", "functools", "typing", "dataclasses", "itertools", "operator", "enum", "__future__",
+    "math", "functools", "typing", "dataclasses", "itertools", "enum", "__future__",
 }
 
 RULES: dict[str, str] = {
@@ -34,12 +35,28 @@ RULES: dict[str, str] = {
     "host-compute": "no .numpy()/.tolist()/from_numpy: computing on the host hides a fallback from the profiler",
     "io": "no torch.save/torch.load/from_file or cpp/cuda extensions: the candidate reads nothing and compiles only Triton",
     "profiler": "no profiler, testing or timer access: the candidate must not see or steer the measurement",
+    "launch-hook": "no pre/post launch hooks: Python run inside a launch escapes the fallback check",
+    "kernel-call": "a @triton.jit body calls only triton/tl, other jit functions and a few builtins: under the interpreter anything else runs as plain Python",
+    "string-dunder": "no strings naming dunders: string-keyed attribute access is how a kernel reaches frames and globals",
 }
 
 BANNED_CALLS = {
     "eval", "exec", "compile", "open", "__import__", "globals", "locals", "vars", "setattr",
     "delattr", "getattr", "breakpoint", "input", "exit", "quit", "help", "memoryview",
+    "get_type_hints", "ForwardRef", "attrgetter", "methodcaller",
 }
+HOOK_NAMES = {"add_pre_run_hook", "pre_run_hooks", "pre_hook", "post_hook", "launch_enter_hook",
+              "launch_exit_hook"}
+# what a jit body may call besides tl/triton functions and other jit functions
+KERNEL_BUILTINS = {"range", "min", "max", "len", "int", "float", "bool", "isinstance", "print", "abs"}
+# tensor methods Triton's language defines (x.to(...), acc.reshape(...))
+KERNEL_METHODS = {"to", "reshape", "trans", "permute", "broadcast_to", "expand_dims", "view", "split",
+                  "ravel", "sum", "max", "min", "argmax", "argmin", "cast", "item", "__getitem__",
+                  "advance", "load", "store", "dtype", "abs", "exp", "log", "sqrt", "sigmoid", "softmax",
+                  "cumsum", "flip", "sort", "xor_sum", "reduce", "histogram", "join", "interleave",
+                  "associative_scan", "atomic_add", "atomic_max", "atomic_min", "atomic_cas",
+                  "atomic_xchg", "atomic_and", "atomic_or", "atomic_xor", "gather", "with_type",
+                  "is_block", "element_ty", "make_block_ptr"}
 ALLOWED_DUNDERS = {"__init__", "__name__"}
 
 # attribute name -> rule, for attributes that are suspicious wherever they appear
@@ -108,6 +125,8 @@ def check_source(source: str, filename: str = "candidate.py") -> StaticReport:
     if not kernels:
         v.append(Violation("no-kernel", 1, "no function decorated with @triton.jit"))
 
+    parents = {child: parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)}
+    v += _kernel_calls(tree, set(kernels))
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
         if isinstance(node, ast.Import):
@@ -126,6 +145,8 @@ def check_source(source: str, filename: str = "candidate.py") -> StaticReport:
         elif isinstance(node, ast.Attribute):
             if node.attr.startswith("__") and node.attr not in ALLOWED_DUNDERS:
                 v.append(Violation("dunder", line, f".{node.attr}"))
+            elif node.attr in HOOK_NAMES:
+                v.append(Violation("launch-hook", line, f".{node.attr}"))
             elif node.attr in BANNED_ATTRS:
                 v.append(Violation(BANNED_ATTRS[node.attr], line, f".{node.attr}"))
             elif (node.attr in BANNED_TORCH_ATTRS and isinstance(node.value, ast.Name)
@@ -134,9 +155,14 @@ def check_source(source: str, filename: str = "candidate.py") -> StaticReport:
         elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
             targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
             for t in targets:
-                for sub in ast.walk(t):
-                    if isinstance(sub, ast.Attribute) and not _rooted_at_self(sub):
+                for sub in _store_targets(t):
+                    if not (_is_self_field(sub) and _in_method(node, parents)):
                         v.append(Violation("monkeypatch", line, f"assignment to {ast.unparse(sub)}"))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if re.search(r"__\w+__", node.value) and not _is_docstring(node, parents):
+                v.append(Violation("string-dunder", line, repr(node.value[:40])))
+        elif isinstance(node, ast.keyword) and node.arg in HOOK_NAMES:
+            v.append(Violation("launch-hook", line, f"{node.arg}="))
         elif isinstance(node, ast.Global):
             pass  # module-level caches are caught dynamically (fresh inputs every draw)
     # de-duplicate (a.b.c yields nested Attribute nodes)
@@ -149,8 +175,70 @@ def check_source(source: str, filename: str = "candidate.py") -> StaticReport:
     return StaticReport(not uniq, uniq, model, kernels)
 
 
-def _rooted_at_self(node: ast.Attribute) -> bool:
-    base = node.value
-    while isinstance(base, (ast.Attribute, ast.Subscript)):
-        base = base.value
-    return isinstance(base, ast.Name) and base.id == "self"
+def _store_targets(t: ast.AST):
+    """The attribute targets an assignment writes: `a.b = ...`, `a.b[i] = ...`, tuple targets."""
+    if isinstance(t, (ast.Tuple, ast.List)):
+        for e in t.elts:
+            yield from _store_targets(e)
+    elif isinstance(t, ast.Attribute):
+        yield t
+    elif isinstance(t, ast.Subscript):
+        base = t.value
+        while isinstance(base, ast.Subscript):
+            base = base.value
+        if isinstance(base, ast.Attribute):
+            yield base
+    elif isinstance(t, ast.Starred):
+        yield from _store_targets(t.value)
+
+
+def _is_self_field(node: ast.Attribute) -> bool:
+    """`self.x` exactly: deeper chains (`self.T.detach = ...`) patch whatever self.x holds."""
+    return isinstance(node.value, ast.Name) and node.value.id == "self"
+
+
+def _in_method(node: ast.AST, parents: dict) -> bool:
+    """Inside a function defined directly in a class body (so `self` is the module instance)."""
+    cur = parents.get(node)
+    while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        cur = parents.get(cur)
+    return cur is not None and isinstance(parents.get(cur), ast.ClassDef) and bool(cur.args.args) \
+        and cur.args.args[0].arg == "self"
+
+
+def _is_docstring(node: ast.Constant, parents: dict) -> bool:
+    expr = parents.get(node)
+    return isinstance(expr, ast.Expr) and isinstance(parents.get(expr), (ast.Module, ast.ClassDef, ast.FunctionDef))
+
+
+def _triton_aliases(tree: ast.Module) -> set[str]:
+    names = {"tl", "triton", "libdevice"}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            names |= {a.asname or a.name.split(".")[0] for a in n.names if a.name.startswith("triton")}
+        elif isinstance(n, ast.ImportFrom) and (n.module or "").startswith("triton"):
+            names |= {a.asname or a.name for a in n.names}
+    return names
+
+
+def _kernel_calls(tree: ast.Module, kernels: set[str]) -> list[Violation]:
+    aliases, out = _triton_aliases(tree), []
+    for fn in ast.walk(tree):
+        if not (isinstance(fn, ast.FunctionDef) and fn.name in kernels):
+            continue
+        for call in ast.walk(fn):
+            if not isinstance(call, ast.Call):
+                continue
+            f = call.func
+            if isinstance(f, ast.Name):
+                ok = f.id in kernels or f.id in KERNEL_BUILTINS or f.id in aliases
+            elif isinstance(f, ast.Attribute):
+                root = f.value
+                while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
+                    root = root.func if isinstance(root, ast.Call) else root.value
+                ok = (isinstance(root, ast.Name) and root.id in aliases) or f.attr in KERNEL_METHODS
+            else:
+                ok = False
+            if not ok:
+                out.append(Violation("kernel-call", call.lineno, f"{ast.unparse(f)}(...) inside @triton.jit {fn.name}"))
+    return out

@@ -147,6 +147,9 @@ def inject_outliers(inputs: dict, exempt: set[str], frac: float, scale: float, g
     return touched
 
 
+MAX_SCALAR_READS = 16  # a launch needs a few sizes from the device at most
+
+
 class Worker:
     def __init__(self, spec: dict, emit):
         self.spec, self.emit = spec, emit
@@ -196,6 +199,12 @@ class Worker:
         ev = self.evidence.setdefault(shape_id, {"compute": {}, "launches": {}})
         for k, n in alog.compute.items():
             ev["compute"][k] = ev["compute"].get(k, 0) + n
+        # Python-scalar compute: many .item() reads (and scalar writes) per forward is the output
+        # being computed on the host one number at a time, not launch glue.
+        scalars = alog.glue.get("_local_scalar_dense", 0)
+        if scalars > MAX_SCALAR_READS:
+            key = f"{scalars} host scalar reads (.item()) in one forward"
+            ev["compute"][key] = ev["compute"].get(key, 0) + 1
         own = {k: n for k, n in self.launches.counts.items() if k in self.own_kernels}
         for k, n in own.items():
             ev["launches"][k] = max(ev["launches"].get(k, 0), n)
@@ -363,7 +372,7 @@ class Worker:
         if self.device == "cpu":
             from aka.evaluate.interp_fix import install
             install()
-        self.launches = LaunchLog().install()
+        self.launches = LaunchLog().install(interpreted=self.device == "cpu")
         # Modules that patch torch on first import (dynamo wraps torch.manual_seed) are imported
         # before the snapshot, so later harness imports do not look like candidate tampering.
         import torch._dynamo  # noqa: F401
@@ -509,7 +518,7 @@ def ncu_target(spec: dict) -> int:
     """Run under Nsight Compute: warm up (JIT, autotune), then exactly one more forward. The
     parent keeps the trailing launches, those of that last forward."""
     w = Worker(spec, lambda msg: None)
-    w.launches = LaunchLog().install()
+    w.launches = LaunchLog().install(interpreted=False)
     w.snapshot = Snapshot()
     w.own_kernels = set(spec.get("kernels", []))
     w.rt = ProblemRuntime(spec["problem"], w.device)

@@ -20,10 +20,9 @@ def _make_inputs(batch, max_seq_len, num_heads, block_size=64, kv_lora_rank=512,
     starts = torch.cumsum(used, 0) - used
     for b, (s, u) in enumerate(zip(starts.tolist(), used.tolist())):
         tables[b, :u] = perm[s:s + u]
-    # The latent c is the output of kv_a_layernorm (an RMSNorm), so ~N(0,1). The absorbed query
-    # q_nope @ W_UK sums 128 products, so it is ~N(0,1) times sqrt(128)*|W_UK| ~ O(1); unit
-    # variance on both factors and scale 1/sqrt(192) give logits of std ~1.7, a peaked but not
-    # one-hot softmax.
+    # The latent c is the output of kv_a_layernorm (an RMSNorm), so ~N(0,1); the queries are
+    # ~N(0,1) too. Dot products over 512 + 64 dims times 1/sqrt(192) give logits of std ~1.7,
+    # a peaked but not one-hot softmax.
     width = kv_lora_rank + rope_dim
     return {
         "q_nope": torch.randn(batch, num_heads, kv_lora_rank, device=device, dtype=torch.bfloat16),

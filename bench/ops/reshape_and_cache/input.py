@@ -5,7 +5,7 @@ def _slot_mapping(num_tokens, num_seqs, block_size, num_blocks, device):
     """num_seqs sequences split the tokens as evenly as possible; each continues at a random
     offset of its own fresh block (the partly filled last block of its context) and runs on
     through further blocks drawn from a random permutation of the pool. About 1% of tokens
-    (at least one) are padding with slot -1, as CUDA-graph padding produces."""
+    (at least one from 8 tokens up) are padding with slot -1, as CUDA-graph padding produces."""
     base, extra = divmod(num_tokens, num_seqs)
     lens = [base + (1 if i < extra else 0) for i in range(num_seqs)]
     starts = torch.randint(0, block_size, (num_seqs,), device=device).tolist()
@@ -19,7 +19,9 @@ def _slot_mapping(num_tokens, num_seqs, block_size, num_blocks, device):
         pieces.append(blocks[pos // block_size] * block_size + pos % block_size)
         used += u
     slots = torch.cat(pieces)
-    pad = torch.randperm(num_tokens, device=device)[: max(1, num_tokens // 100)]
+    # A single decode token is never padding (the op would write nothing).
+    num_pad = max(1, num_tokens // 100) if num_tokens >= 8 else 0
+    pad = torch.randperm(num_tokens, device=device)[:num_pad]
     slots[pad] = -1
     return slots.to(torch.int64)
 

