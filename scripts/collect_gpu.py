@@ -1,9 +1,10 @@
 """Turn a device run's $OUT folder into committed tables with provenance.
 
-    python scripts/collect_gpu.py /work/.device/N [--dest bench/results/h200]
+    tar xzf /work/.device/N/results.tgz -C /tmp/gpu
+    python scripts/collect_gpu.py /tmp/gpu/harness [--dest bench/results/h200]
 
 Reads provenance.txt, calibration.json, gpu_results.jsonl, pytest logs and eval JSONs written by
-scripts/gpu_run.sh; writes markdown tables plus the raw files they were made from.
+`scripts/gpu_run.sh harness`; writes markdown tables plus the raw files they were made from.
 """
 from __future__ import annotations
 

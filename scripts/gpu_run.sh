@@ -1,26 +1,49 @@
 #!/usr/bin/env bash
-# One device session's worth of GPU work; every figure lands under $OUT (then
-# scripts/collect_gpu.py turns it into committed tables with provenance).
-#   device: bash scripts/gpu_run.sh [harness|bench|kb|all]
+# GPU work for one device session; everything lands in $OUT/results.tgz (the device returns at
+# most 8 files) plus $OUT/summary.txt. Then, here:
+#   tar xzf /work/.device/N/results.tgz -C /tmp/gpu && python scripts/collect_gpu.py /tmp/gpu/harness
+#
+#   device: bash scripts/gpu_run.sh MODE...    MODE: harness | bench | kb | agent | all
+# Budget (H200, estimated): harness ~6 min, kb ~5 min, agent ~8 min, bench ~15 min (--jobs 12).
 set -uo pipefail
 : "${OUT:?set OUT to a results folder}"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 AKA_CACHE_DIR=${AKA_CACHE_DIR:-/tmp/aka-cache}
-export AKA_GPU_RESULTS=$OUT/gpu_results.jsonl
-what=${1:-harness}
-{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
-  python3 -c "import torch,triton,sys;print('torch',torch.__version__,'triton',triton.__version__,'python',sys.version.split()[0])"
-  git rev-parse --short=12 HEAD 2>/dev/null; date -u +%FT%TZ; } > "$OUT/provenance.txt" 2>&1
-if [[ $what == harness || $what == all ]]; then
-  python3 -m aka.cli hw calibrate > "$OUT/calibration.json" 2> "$OUT/calibration.err"
-  tests=$(ls -d tests/gpu tests/test_adversarial.py 2>/dev/null)
-  python3 -m pytest -m gpu $tests -q -p no:cacheprovider \
-    --junitxml="$OUT/junit_gpu.xml" 2>&1 | tee "$OUT/pytest_gpu.log" | tail -25
+W=$OUT/work; mkdir -p "$W"
+modes=" ${*:-harness} "; [[ $modes == *" all "* ]] && modes=" harness kb agent bench "
+prov() {
+  { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
+    python3 -c "import torch,triton,sys;print('torch',torch.__version__,'triton',triton.__version__,'python',sys.version.split()[0])"
+    git rev-parse --short=12 HEAD 2>/dev/null; date -u +%FT%TZ; } > "$1/provenance.txt" 2>&1
+}
+if [[ $modes == *" harness "* ]]; then
+  d=$W/harness; mkdir -p "$d"; prov "$d"; export AKA_GPU_RESULTS=$d/gpu_results.jsonl
+  python3 -m aka.cli hw calibrate > "$d/calibration.json" 2> "$d/calibration.err"
+  python3 -m pytest -m gpu tests/gpu tests/test_adversarial.py tests/test_agent_e2e.py -q -p no:cacheprovider \
+    --junitxml="$d/junit_gpu.xml" 2>&1 | tee "$d/pytest_gpu.log" | tail -25
   python3 -m aka.cli eval rms_norm knowledge_base/kernels/rms_norm/rowwise.py --shapes 0,1,2,3,4,5,6,7,8,9 \
-    --json "$OUT/eval_rms_norm_10shapes.json" > /dev/null 2>&1
+    --json "$d/eval_rms_norm_10shapes.json" > "$d/eval10.txt" 2>&1
   python3 -m aka.cli eval rms_norm knowledge_base/kernels/rms_norm/rowwise.py --shapes 12 --ncu \
-    --json "$OUT/eval_rms_norm_ncu.json" > /dev/null 2>&1
+    --json "$d/eval_rms_norm_ncu.json" > "$d/evalncu.txt" 2>&1
+  unset AKA_GPU_RESULTS
 fi
-if [[ $what == bench || $what == all ]]; then
-  python3 -m aka.cli bench run --impl reference,compile --out "$OUT/bench" 2>&1 | tail -15
+if [[ $modes == *" kb "* ]]; then
+  d=$W/kb; mkdir -p "$d"; prov "$d"
+  python3 -m aka.cli kb verify --device cuda 2>&1 | tee "$d/kb_verify.log" | tail -15
+  tar czf "$d/results_json.tgz" knowledge_base/kernels/*/*.results.json 2>/dev/null
 fi
+if [[ $modes == *" agent "* ]]; then
+  d=$W/agent; mkdir -p "$d"; prov "$d"
+  python3 -m aka.cli optimize op=rms_norm shape=4096x4096 model=offline iters=12 runs_dir="$d/runs" \
+    run_id=rms_norm-4096 live=off 2>&1 | tee "$d/optimize.log" | tail -12
+  python3 experiments/offline_sweep.py --iters 8 --out "$d/sweep" \
+    --ops rms_norm,fused_add_rms_norm,silu_and_mul,gelu_and_mul,softmax,rope_neox,fp8_per_token_group_quant,l2_norm \
+    2>&1 | tee "$d/sweep.log" | tail -12
+fi
+if [[ $modes == *" bench "* ]]; then
+  d=$W/bench; mkdir -p "$d"; prov "$d"
+  start=$(date +%s)
+  python3 -m aka.cli bench run --impl reference,compile --jobs 12 --out "$d/run" 2>&1 | tail -15
+  echo "bench run wall seconds: $(( $(date +%s) - start ))" | tee "$d/wall.txt"
+fi
+tar czf "$OUT/results.tgz" -C "$W" . && rm -rf "$W"
 ls -la "$OUT"

@@ -25,6 +25,7 @@ def register(sub) -> None:
     rn.add_argument("--out", default=None, help="run directory (default runs/bench-<date>); an existing one resumes")
     rn.add_argument("--weights", default=None)
     rn.add_argument("--timeout", type=float, default=1800.0, help="per-op evaluation timeout, seconds")
+    rn.add_argument("--jobs", type=int, default=1, help="GPU: processes that pre-compile the compile baseline in parallel")
     rn.set_defaults(func=cmd_run)
 
     rp = bs.add_parser("report", help="markdown + plots from a run directory")
@@ -98,7 +99,7 @@ def cmd_run(args) -> int:
     suite = _suite(args)
     out = Path(args.out or f"runs/bench-{_dt.datetime.now():%Y%m%d-%H%M%S}")
     opts = RunOptions(impls=[i.strip() for i in args.impl.split(",") if i.strip()], out=out,
-                      device=args.device, shapes=args.shapes, timeout_s=args.timeout)
+                      device=args.device, shapes=args.shapes, timeout_s=args.timeout, jobs=args.jobs)
     cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             TextColumn("eta"), TimeRemainingColumn())
     with Progress(*cols) as prog:
