@@ -45,7 +45,7 @@ def of(evs, type_):
 def common(tmp_path, run_id: str, *extra: str) -> list[str]:
     return ["optimize", f"op={OP}", "shape=a,b", "device=cpu", f"runs_dir={tmp_path}", f"run_id={run_id}",
             "live=off", "llm.cache_mode=off", "llm.retry_base_delay_s=0.01", "llm.retry_max_delay_s=0.05",
-            "eval.draws=3", *extra]
+            "eval.draws=3", "retrieval.backend=files", *extra]  # the Chroma index has its own tests
 
 
 @pytest.fixture

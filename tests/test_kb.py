@@ -398,6 +398,9 @@ def test_verify_writes_results_and_skips_current(tmp_path):
     assert [s for _, s in verify(root, "cpu", evaluate_fn=run)] == ["skipped", "skipped"] and calls == []
     verify(root, "cpu", op="softmax", force=True, evaluate_fn=run)
     assert calls == [("softmax", "online.py", "small", "cpu")]
+    calls.clear()
+    verify(root, "cpu", op="rms_norm", shapes="first", evaluate_fn=run)  # another shape set is not current
+    assert calls == [("rms_norm", "rows.py", "first", "cpu")]
     k = root / "kernels/softmax/online.py"
     k.write_text(k.read_text() + "\n# edited\n")
     st = stats(root)

@@ -151,7 +151,7 @@ def run_optimize(cfg, store, problem, task, console, *, resumed: bool = False, o
     from aka.agent.live import LiveView
     from aka.agent.loop import Optimizer
     from aka.agent.report import verify_command, write_report
-    from aka.agent.retrieve import FileRetriever
+    from aka.kb.retriever import make_retriever  # Chroma hybrid index with the kb extra, else files
     from aka.agent.state import State, make_budget
 
     device = task.device
@@ -169,7 +169,16 @@ def run_optimize(cfg, store, problem, task, console, *, resumed: bool = False, o
     if task.note:
         store.event("notice", message=task.note)
     proposer = build_proposer(cfg, problem, store, budget, console)
-    retriever = None if proposer.name == "offline" else FileRetriever(cfg.retrieval.kb_dir, cfg.retrieval.max_chars)
+    retriever = None
+    if proposer.name != "offline":
+        if cfg.retrieval.backend == "files":
+            from aka.agent.retrieve import FileRetriever
+            retriever = FileRetriever(cfg.retrieval.kb_dir, cfg.retrieval.max_chars)
+        elif cfg.retrieval.backend == "chroma":
+            from aka.kb.retriever import ChromaRetriever
+            retriever = ChromaRetriever(cfg.retrieval.kb_dir, max_chars=cfg.retrieval.max_chars)
+        else:
+            retriever = make_retriever(cfg.retrieval.kb_dir, cfg.retrieval.max_chars)
     live = cfg.live == "on" or (cfg.live == "auto" and sys.stdout.isatty())
     header = f"{store.run_id} · {problem.name} · {proposer.name} · {device}"
     console.print(f"run [bold]{store.root}[/] ({'resumed at round ' + str(state.round + 1) if resumed else 'new'})")

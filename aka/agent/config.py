@@ -80,6 +80,7 @@ class RetrievalConfig:
     k: int = 4
     kb_dir: str | None = None             # None: knowledge_base/ of the repo
     max_chars: int = 1800                 # per hit, in the prompt
+    backend: str = "auto"                 # auto: the Chroma hybrid index when installed, else files
 
 
 @dataclass

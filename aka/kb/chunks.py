@@ -17,7 +17,6 @@ from pathlib import Path
 
 from aka.agent.retrieve import read_entry, split_front_matter
 
-LAYERS = ("hardware", "triton", "patterns", "ops", "kernels")
 # Bumped whenever search_text() changes, so every chunk is re-embedded once.
 TEXT_VERSION = 1
 FLAG_PREFIX = {"ops": "op:", "categories": "cat:", "techniques": "tech:", "hardware": "hw:"}

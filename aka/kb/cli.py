@@ -50,6 +50,8 @@ def add_parser(sub) -> None:
     v.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="cpu: small shapes under the interpreter")
     v.add_argument("--op", default=None, help="only kernels of this op")
     v.add_argument("--force", action="store_true", help="re-run kernels whose result is current")
+    v.add_argument("--shapes", default=None, help="shape ids, 'first', 'small' or 'all' (default: cpu small, cuda all)")
+    v.add_argument("--timeout", type=float, default=900.0, help="seconds per kernel evaluation")
     v.set_defaults(func=cmd_verify)
 
 
@@ -93,8 +95,8 @@ def cmd_query(args) -> int:
     rows = res[: args.k] if args.chunks else one_per_doc(res, args.k)
     t = Table(title=f"{mode}: {' '.join(args.text)}")
     for col in ("rank", "id", "section", "layer", "score", "emb", "lex"):
-        t.add_column(col, justify="right" if col in ("rank", "score", "emb", "lex") else "left",
-                     no_wrap=col == "id", overflow="fold")
+        t.add_column(col, justify="right" if col in ("rank", "score", "emb", "lex") else "left", no_wrap=True,
+                     overflow="ellipsis", max_width=22 if col == "section" else None)
     for i, r in enumerate(rows, 1):
         t.add_row(str(i), r.doc_id, r.meta.get("section", ""), r.meta.get("layer", ""), f"{r.score:.4g}",
                   str(r.ranks.get("embedding", "-")), str(r.ranks.get("lexical", "-")))
@@ -169,7 +171,8 @@ def cmd_verify(args) -> int:
         if not cuda_available():
             from aka.cli import UserError
             raise UserError("aka kb verify --device cuda needs a CUDA GPU")
-    out = verify(_root(args), args.device, op=args.op, force=args.force, console=console)
+    out = verify(_root(args), args.device, op=args.op, force=args.force, console=console, shapes=args.shapes,
+                 timeout_s=args.timeout)
     bad = [(p, s) for p, s in out if s not in ("pass", "skipped")]
     console.print(f"{len(out)} kernels: {sum(s == 'pass' for _, s in out)} pass, "
                   f"{sum(s == 'skipped' for _, s in out)} skipped (current), {len(bad)} not passing")

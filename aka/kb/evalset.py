@@ -94,8 +94,13 @@ def kb_counts(index) -> dict:
     return {"chunks": len(ids), "documents": len(docs), "by_layer": dict(sorted(Counter(docs.values()).items()))}
 
 
+def paired(a: ModeResult, b: ModeResult, key: str, sign: int) -> int:
+    """Queries where ranker a does better (sign 1) or worse (sign -1) than b on one metric."""
+    return sum((x[key] - y[key]) * sign > 1e-12 for x, y in zip(a.per_query, b.per_query))
+
+
 def write_report(path: str | Path, results: list[ModeResult], queries: list[Query], counts: dict, model: str,
-                 k: int = 5, build_line: str = "", default_mode: str = "") -> Path:
+                 k: int = 5, default_mode: str = "") -> Path:
     best = max(results, key=lambda r: (r.recall, r.mrr))
     layers = Counter(d.split("/")[0] for q in queries for d in q.relevant)
     kinds = Counter(q.kind for q in queries)
@@ -112,12 +117,17 @@ def write_report(path: str | Path, results: list[ModeResult], queries: list[Quer
         f"{', '.join(f'{l} {n}' for l, n in sorted(layers.items()))}.",
         "- Ranking at note/kernel level (a note ranks where its best chunk ranks), no filters.",
     ]
-    if build_line:
-        lines.append(f"- Build: {build_line}.")
     lines += ["", f"| ranker | recall@{k} | MRR |", "|---|---|---|"]
     lines += [f"| {r.mode} | {r.recall:.3f} | {r.mrr:.3f} |" for r in results]
-    lines += ["", f"Best on this set: **{best.mode}**" + (f"; the default ranker is `{default_mode}`." if default_mode else "."),
-              "", f"## Queries the {best.mode} ranker does not fully answer (recall@{k} < 1)", ""]
+    note = f"; the default ranker is `{default_mode}`." if default_mode else "."
+    lines += ["", f"Best on this set: **{best.mode}**{note}", ""]
+    for r in results:
+        if r is not best:
+            lines.append(f"- {best.mode} vs {r.mode}, per query: reciprocal rank better on "
+                         f"{paired(best, r, 'rr', 1)}, worse on {paired(best, r, 'rr', -1)}; recall@{k} better on "
+                         f"{paired(best, r, 'recall', 1)}, worse on {paired(best, r, 'recall', -1)} "
+                         f"(ties elsewhere, of {len(queries)}).")
+    lines += ["", f"## Queries the {best.mode} ranker does not fully answer (recall@{k} < 1)", ""]
     misses = [p for p in best.per_query if p["recall"] < 1.0]
     for p in misses:
         missing = [d for d in p["relevant"] if d not in p["top"]]

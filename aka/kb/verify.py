@@ -47,9 +47,9 @@ def read_results(kernel: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def is_current(kernel: Path, device: str) -> bool:
+def is_current(kernel: Path, device: str, spec: str | None = None) -> bool:
     entry = read_results(kernel).get("devices", {}).get(device) or {}
-    return entry.get("source_hash") == source_hash(kernel)
+    return entry.get("source_hash") == source_hash(kernel) and (spec is None or entry.get("shapes_spec") == spec)
 
 
 def record(res, kernel: Path, device: str, spec: str) -> dict:
@@ -77,14 +77,18 @@ def write_result(kernel: Path, root: Path, device: str, entry: dict) -> Path:
 
 
 def verify(root: Path, device: str, op: str | None = None, force: bool = False, console=None,
-           evaluate_fn=None) -> list[tuple[Path, str]]:
-    """(kernel, status or 'skipped') for every kernel; evaluate_fn replaces the harness in tests."""
+           evaluate_fn=None, shapes: str | None = None, timeout_s: float = 900.0) -> list[tuple[Path, str]]:
+    """(kernel, status or 'skipped') for every kernel, one after another (timings on one GPU must
+    not overlap); each result is written as soon as it is known, so an interrupted run keeps its
+    finished kernels. `shapes` overrides the default set (cpu: small, cuda: all); evaluate_fn
+    replaces the harness in tests."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from aka.evaluate.api import EvalConfig, evaluate
+    from aka.evaluate.sandbox import SandboxConfig
     from aka.problem import ProblemError
     run = evaluate_fn or evaluate
-    spec = "small" if device == "cpu" else "all"
+    spec = shapes or ("small" if device == "cpu" else "all")
     paths = kernel_paths(root, op)
     out = []
     cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -93,12 +97,12 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
         for p in paths:
             name = str(p.relative_to(root))
             bar.update(task, description=name)
-            if not force and is_current(p, device):
+            if not force and is_current(p, device, spec):
                 out.append((p, "skipped"))
                 bar.advance(task)
                 continue
             opname = kernel_op(p)
-            cfg = EvalConfig(device=device, timing=device != "cpu")
+            cfg = EvalConfig(device=device, timing=device != "cpu", sandbox=SandboxConfig(timeout_s=timeout_s))
             try:
                 res = run(opname, p, shapes=spec, config=cfg)
             except ProblemError as e:
@@ -107,6 +111,9 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
                 continue
             write_result(p, root, device, record(res, p, device, spec))
             out.append((p, res.status))
+            sol = [s.sol_fraction for s in res.shapes if s.sol_fraction is not None]
+            bar.console.print(f"{name}: {res.status}" + (f", sol_fraction min {min(sol):.2f} max {max(sol):.2f}"
+                                                         if sol else ""), markup=False, highlight=False)
             bar.advance(task)
     return out
 

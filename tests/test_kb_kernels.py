@@ -1,0 +1,50 @@
+"""Every knowledge-base kernel passes `aka eval` on its operator's small shapes (CPU interpreter).
+A kernel that stops passing fails CI. GPU verification over the benchmark shapes is
+`aka kb verify --device cuda` (results in knowledge_base/kernels/<op>/<name>.results.json)."""
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from aka.evaluate.api import EvalConfig, evaluate
+from aka.evaluate.static import check_source
+from aka.problem import REPO_ROOT
+
+KERNELS = sorted((REPO_ROOT / "knowledge_base" / "kernels").glob("*/*.py"))
+
+
+@pytest.fixture(scope="module")
+def verdicts():
+    def run(path):
+        return path, evaluate(path.parent.name, path, shapes="small", config=EvalConfig(device="cpu", seed=7))
+    with ThreadPoolExecutor(2) as pool:
+        return dict(pool.map(run, KERNELS))
+
+
+def test_there_are_kernels():
+    assert len(KERNELS) >= 3
+
+
+@pytest.mark.parametrize("path", KERNELS, ids=[f"{p.parent.name}/{p.stem}" for p in KERNELS])
+def test_kernel_passes_on_cpu(path, verdicts):
+    res = verdicts[path]
+    assert res.status == "pass", f"{path.relative_to(REPO_ROOT)}: {res.status}: {res.reason}"
+
+
+@pytest.mark.parametrize("path", KERNELS, ids=[f"{p.parent.name}/{p.stem}" for p in KERNELS])
+def test_kernel_front_matter_follows_the_contract(path):
+    """id, op (= its folder), params whose keys are all in the one-line AKA_PARAMS dict."""
+    import ast
+
+    import yaml
+    src = path.read_text()
+    doc = ast.get_docstring(ast.parse(src)) or ""
+    assert doc.startswith("---"), "front matter must open the module docstring"
+    meta = yaml.safe_load(doc.split("---")[1])
+    assert meta["id"] == f"kernels/{path.parent.name}/{path.stem}" and meta["op"] == path.parent.name
+    params_line = [ln for ln in src.splitlines() if ln.startswith("AKA_PARAMS = {")]
+    assert len(params_line) == 1, "one single-line AKA_PARAMS dict"
+    defaults = ast.literal_eval(params_line[0].split("=", 1)[1].strip())
+    assert set((meta.get("params") or {})) <= set(defaults)
+    for k, values in (meta.get("params") or {}).items():
+        assert defaults[k] in values, f"default {k}={defaults[k]} not in its declared range"
+    assert check_source(src).ok
