@@ -9,7 +9,7 @@ set -uo pipefail
 : "${OUT:?set OUT to a results folder}"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 AKA_CACHE_DIR=${AKA_CACHE_DIR:-/tmp/aka-cache}
 W=$OUT/work; mkdir -p "$W"
-modes=" ${*:-harness} "; [[ $modes == *" all "* ]] && modes=" harness kb agent bench "
+modes=" ${*:-harness} "; [[ $modes == *" all "* ]] && modes=" harness bench kb agent "  # bench first: kb verify reuses its cached baselines
 prov() {
   { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
     python3 -c "import torch,triton,sys;print('torch',torch.__version__,'triton',triton.__version__,'python',sys.version.split()[0])"
