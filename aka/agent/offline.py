@@ -114,8 +114,9 @@ def _kind(name: str) -> str:
         return "stages"
     if "row" in n or "per_prog" in n or "tokens_per" in n:
         return "rows"
-    if n.startswith(("block", "tile")) or n.endswith("_size"):
-        return "block"
+    if n.startswith(("block", "tile")) or n.endswith("_size") or n in ("bm", "bn", "bk", "bh", "bv", "bd") \
+            or n.startswith(("split", "chunk")):
+        return "block"  # tile extents (BLOCK_M or BM) and split sizes move work per program alike
     return "other"
 
 

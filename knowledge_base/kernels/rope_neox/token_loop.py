@@ -1,0 +1,76 @@
+"""
+---
+id: kernels/rope_neox/token_loop
+op: rope_neox
+category: Math
+dtypes: [bfloat16]
+techniques: [rope, half-split-rotation, position-gather, multi-head-per-program, 2d-tiling, fp32-accumulation, single-rounding, int64-indexing]
+params:
+  HB: [4, 8, 16, 32]
+  num_warps: [2, 4, 8]
+summary: One program per token; the cos/sin row of positions[t] is gathered once, then the program loops over q head blocks and k head blocks ([HB, D/2] half tiles, fp32 rotation, one rounding).
+---
+Design. The cos/sin gather (a dependent load through positions[t], 2 x D/2 fp32) is the latency
+in the critical path of every RoPE program; here it happens once per token and is reused for
+all Hq + Hkv heads (40 x 256 B of bf16 per token at Llama-8B shapes, ~20 KB read and written per
+program). Heads are processed HB at a time as two [HB, D/2] half tiles: x1 = x[:D/2],
+x2 = x[D/2:], out = [x1 c - x2 s, x2 c + x1 s] in fp32, rounded once. The loops over head blocks
+are independent, so loads of the next block can be issued while the current one rotates.
+At prefill (T >= 2048) there are thousands of programs of ~20 KB; at decode (T = 1-64) the
+grid is small and the op is launch-bound anyway (the head-block family spreads those tokens
+wider). D/2 is a constexpr padded to a power of two with a mask. Token offsets int64.
+"""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+AKA_PARAMS = {"HB": 8, "num_warps": 4}
+
+
+@triton.jit
+def _rotate_heads(src_ptr, dst_ptr, t64, h0, n_heads, s_tok, s_head, d_tok, d_head, c, s,
+                  HALF: tl.constexpr, HB: tl.constexpr, HALF_P2: tl.constexpr):
+    heads = h0 + tl.arange(0, HB)
+    i = tl.arange(0, HALF_P2)
+    mask = (heads < n_heads)[:, None] & (i < HALF)[None, :]
+    src = src_ptr + t64 * s_tok + heads[:, None] * s_head + i[None, :]
+    x1 = tl.load(src, mask=mask, other=0.0).to(tl.float32)
+    x2 = tl.load(src + HALF, mask=mask, other=0.0).to(tl.float32)
+    dst = dst_ptr + t64 * d_tok + heads[:, None] * d_head + i[None, :]
+    tl.store(dst, (x1 * c - x2 * s).to(dst_ptr.dtype.element_ty), mask=mask)
+    tl.store(dst + HALF, (x2 * c + x1 * s).to(dst_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _rope_neox_token(pos_ptr, q_ptr, k_ptr, cache_ptr, qo_ptr, ko_ptr, n_q_heads, n_k_heads,
+                     sq_t, sq_h, sk_t, sk_h, sqo_t, sqo_h, sko_t, sko_h, stride_cache,
+                     HALF: tl.constexpr, HB: tl.constexpr, HALF_P2: tl.constexpr):
+    t64 = tl.program_id(0).to(tl.int64)
+    pos = tl.load(pos_ptr + t64).to(tl.int64)
+    i = tl.arange(0, HALF_P2)
+    cmask = i < HALF
+    c = tl.load(cache_ptr + pos * stride_cache + i, mask=cmask, other=0.0).to(tl.float32)[None, :]
+    s = tl.load(cache_ptr + pos * stride_cache + HALF + i, mask=cmask, other=0.0).to(tl.float32)[None, :]
+    for h0 in range(0, n_q_heads, HB):
+        _rotate_heads(q_ptr, qo_ptr, t64, h0, n_q_heads, sq_t, sq_h, sqo_t, sqo_h, c, s, HALF, HB, HALF_P2)
+    for h0 in range(0, n_k_heads, HB):
+        _rotate_heads(k_ptr, ko_ptr, t64, h0, n_k_heads, sk_t, sk_h, sko_t, sko_h, c, s, HALF, HB, HALF_P2)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, positions, query, key, cos_sin_cache):
+        n_tok, hq, d = query.shape
+        hk = key.shape[1]
+        qo = torch.empty((n_tok, hq, d), dtype=query.dtype, device=query.device)
+        ko = torch.empty((n_tok, hk, d), dtype=key.dtype, device=key.device)
+        half = d // 2
+        _rope_neox_token[(n_tok,)](
+            positions, query, key, cos_sin_cache, qo, ko, hq, hk,
+            query.stride(0), query.stride(1), key.stride(0), key.stride(1), qo.stride(0), qo.stride(1),
+            ko.stride(0), ko.stride(1), cos_sin_cache.stride(0),
+            HALF=half, HB=AKA_PARAMS["HB"], HALF_P2=triton.next_power_of_2(half), num_warps=AKA_PARAMS["num_warps"])
+        return qo, ko
