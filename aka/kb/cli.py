@@ -54,6 +54,36 @@ def add_parser(sub) -> None:
     v.add_argument("--timeout", type=float, default=900.0, help="seconds per kernel evaluation")
     v.set_defaults(func=cmd_verify)
 
+    c = ks.add_parser("compile-check", help="compile every kernel for a GPU target without a GPU (errors, regs, spills)")
+    c.add_argument("--op", default=None, help="only kernels of this op")
+    c.add_argument("--sm", type=int, default=90, help="compute capability (default 90: H100/H200)")
+    c.set_defaults(func=cmd_compile_check)
+
+
+def cmd_compile_check(args) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from aka.kb.compile_check import compile_check
+    from aka.problem import REPO_ROOT
+    kernels = sorted((REPO_ROOT / "knowledge_base" / "kernels").glob(f"{args.op or '*'}/*.py"))
+    t = Table(title=f"offline compile for sm_{args.sm}")
+    for col in ("kernel", "launch", "warps", "smem B", "regs", "spill B", "error"):
+        t.add_column(col)
+    failed = 0
+    for k in kernels:
+        r = compile_check(k.parent.name, str(k), capability=args.sm)
+        failed += not r.ok
+        for lr in r.launches or [None]:
+            if lr is None:
+                t.add_row(f"{k.parent.name}/{k.stem}", "-", "-", "-", "-", "-", r.error or "")
+                continue
+            t.add_row(f"{k.parent.name}/{k.stem}", lr.kernel, str(lr.num_warps), str(lr.shared_bytes),
+                      str(lr.registers), str(lr.spill_bytes), lr.error or "")
+    Console(soft_wrap=True).print(t)
+    print(f"{len(kernels)} kernels, {failed} with compile errors")
+    return 1 if failed else 0
+
 
 def _index(args):
     from aka.kb.index import KBIndex

@@ -13,8 +13,8 @@ summary: Grid (token block, column block); TB ids loaded once, a [TB, BH] tile o
 ---
 A pure bit-exact copy: rows are loaded and stored in the table dtype (no fp32 round trip). Each
 program reads its TB ids once (one dependent load before the gather) and moves TB x BH x 2 bytes;
-column blocks make decode grids wide (32 tokens x 7168 columns at BH 512 is 448 programs instead
-of 32). Row offsets are int64: id * H reaches 151936 * 5120 = 7.8e8 here and passes 2**31 for
+column blocks make decode grids wide (32 tokens x 7168 columns at TB 1, BH 512: 448 programs, not
+32). Row offsets are int64: id * H reaches 151936 * 5120 = 7.8e8 here and passes 2**31 for
 128256 x 16384 tables.
 """
 import torch

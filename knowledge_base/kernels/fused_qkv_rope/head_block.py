@@ -26,7 +26,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-AKA_PARAMS = {"HB": 4, "num_warps": 4}
+AKA_PARAMS = {"HB": 8, "num_warps": 2}
 
 
 @triton.jit

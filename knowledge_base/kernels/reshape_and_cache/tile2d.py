@@ -12,7 +12,7 @@ params:
 summary: Grid (token block, column block) over the flattened [T, Hkv*D] rows; a [TB, BC] tile of K and of V scattered to TB slots, padding slots masked out.
 ---
 Where token_row gives a program one or a few whole rows, this splits rows into BC-wide column
-blocks so decode batches still spread over many SMs (32 tokens x 256 columns at BC 128 are 64
+blocks so decode batches still spread over many SMs (32 tokens x 256 columns at TB 1, BC 128: 64
 programs, not 32), and loads TB slots as one vector so the dependent slot -> address step is
 paid once per tile. Padding tokens (slot -1) are masked out of the stores rather than branched
 around, which keeps the tile code straight-line. The same flattened-row contiguity as token_row

@@ -1,0 +1,146 @@
+"""Compile a candidate's kernels for a GPU without one: Hopper (sm_90a) by default.
+
+The CPU interpreter runs kernel bodies as Python, so it never sees what only the GPU compiler
+refuses (found this way, 2026-11-30: `.to(tl.int64)` on an int argument that equals 1 — Triton
+turns such an argument into a compile-time constant — and register spills at E = 512 experts).
+Here every launch the candidate's forward makes is intercepted, specialised the way Triton's
+launcher does (ints equal to 1 become constants; pointers and ints divisible by 16 get the
+divisibility hint), compiled with `triton.compile` for the target, and the PTX run through the
+`ptxas` that ships with Triton to read registers and spill bytes. No kernel runs: outputs are
+garbage and ignored; only compile errors, shared memory, registers and spills are reported.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+
+
+@dataclass
+class LaunchReport:
+    kernel: str
+    num_warps: int
+    constants: dict
+    shared_bytes: int | None = None
+    registers: int | None = None
+    spill_bytes: int | None = None
+    error: str | None = None
+
+
+@dataclass
+class CompileReport:
+    ok: bool
+    launches: list[LaunchReport] = field(default_factory=list)
+    error: str | None = None
+
+
+def _ptxas_info(ptx: str, arch: str) -> tuple[int | None, int | None]:
+    import triton
+    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
+        f.write(ptx)
+    try:
+        r = subprocess.run([ptxas, f"-arch={arch}", "-v", f.name, "-o", os.devnull], capture_output=True,
+                           text=True, timeout=120)
+    finally:
+        os.unlink(f.name)
+    regs = re.search(r"Used (\d+) registers", r.stderr)
+    spill = re.search(r"(\d+) bytes spill stores", r.stderr)
+    return (int(regs.group(1)) if regs else None, int(spill.group(1)) if spill else None)
+
+
+def _signature(fn, args, kwargs):
+    import torch
+    names = fn.arg_names
+    vals = dict(zip(names, args))
+    vals.update({k: v for k, v in kwargs.items() if k in names})
+    sig, const, attrs = {}, {}, {}
+    for i, p in enumerate(fn.params):
+        v = vals.get(p.name, p.default if hasattr(p, "default") else None)
+        if p.is_constexpr:
+            sig[p.name], const[p.name] = "constexpr", v
+        elif isinstance(v, torch.Tensor):
+            sig[p.name] = "*" + {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
+                                 torch.int32: "i32", torch.int64: "i64", torch.int16: "i16", torch.uint8: "u8",
+                                 torch.int8: "i8", torch.bool: "i1", torch.float8_e4m3fn: "fp8e4nv",
+                                 torch.float8_e5m2: "fp8e5", torch.float64: "fp64"}[v.dtype]
+            attrs[(i,)] = [["tt.divisibility", 16]]  # fresh allocations are 16-byte aligned
+        elif isinstance(v, bool):
+            sig[p.name] = "i1"
+        elif isinstance(v, int) and v == 1:
+            sig[p.name], const[p.name] = "constexpr", 1  # what Triton's launcher does with a 1
+        elif isinstance(v, int):
+            sig[p.name] = "i32" if -2**31 <= v < 2**31 else "i64"
+            if v % 16 == 0:
+                attrs[(i,)] = [["tt.divisibility", 16]]
+        elif isinstance(v, float):
+            sig[p.name] = "fp32"
+        elif v is None:
+            sig[p.name], const[p.name] = "constexpr", None
+        else:
+            raise TypeError(f"argument {p.name}: cannot specialise a {type(v).__name__}")
+    return sig, const, attrs
+
+
+def compile_check(op: str, candidate: str, shape_ids: list[str] | None = None, capability: int = 90) -> CompileReport:
+    """Compile every launch `candidate`'s forward makes on `op`'s shapes (default: its small
+    shapes). Inputs are built on the CPU; kernels never run."""
+    import torch
+    import triton
+    import triton.runtime.jit as jit
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from aka.evaluate.loader import ProblemRuntime, call, import_file
+    from aka.problem import load_problem
+
+    prob = load_problem(op)
+    shapes = prob.select(",".join(shape_ids) if shape_ids else "small")
+    rt = ProblemRuntime(prob.worker_spec(), "cpu")
+    mod = import_file(candidate, "_aka_compile_check")
+    cls = getattr(mod, "ModelNew", None) or getattr(mod, "Model")
+    arch = f"sm_{capability}a" if capability >= 90 else f"sm_{capability}"
+    seen: dict = {}
+    report = CompileReport(ok=True)
+
+    def fake_run(self, *args, grid, warmup=False, **kwargs):
+        nw = int(kwargs.get("num_warps", 4))
+        ns = kwargs.get("num_stages")
+        sig, const, attrs = _signature(self, args, kwargs)
+        key = (self.fn.__name__, repr(sorted(sig.items())), repr(sorted((k, repr(v)) for k, v in const.items())),
+               repr(sorted(attrs)), nw, ns)
+        if key in seen:
+            return None
+        lr = LaunchReport(self.fn.__name__, nw, {k: v for k, v in const.items() if not callable(v)})
+        try:
+            opts = {"num_warps": nw} | ({"num_stages": int(ns)} if ns is not None else {})
+            k = triton.compile(ASTSource(fn=self, signature=sig, constexprs=const, attrs=attrs),
+                               target=GPUTarget("cuda", capability, 32), options=opts)
+            lr.shared_bytes = k.metadata.shared
+            lr.registers, lr.spill_bytes = _ptxas_info(k.asm["ptx"], arch)
+        except Exception as e:  # noqa: BLE001 - the compiler's refusal is the finding
+            lr.error = f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:300] if str(e).strip() else ''}"
+            report.ok = False
+        seen[key] = lr
+        report.launches.append(lr)
+        return None
+
+    original = jit.JITFunction.run
+    jit.JITFunction.run = fake_run
+    try:
+        for shape in shapes:
+            torch.manual_seed(0)
+            model = cls(*rt.init_args(shape.to_json())[0], **rt.init_args(shape.to_json())[1])
+            try:
+                with torch.no_grad():
+                    call(model, rt.make_inputs(shape.to_json()))
+            except Exception as e:  # noqa: BLE001 - glue reading garbage outputs may fail after the launches
+                if "CompilationError" in type(e).__name__:
+                    report.ok, report.error = False, f"{type(e).__name__}: {e}"
+    finally:
+        jit.JITFunction.run = original
+    if not report.launches and report.error is None:
+        report.ok, report.error = False, "the forward launched no @triton.jit kernel"
+    return report
