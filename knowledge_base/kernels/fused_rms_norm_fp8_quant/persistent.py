@@ -15,7 +15,7 @@ each time; here min(T, PROGS_PER_SM * num_SMs) programs convert the weight to fp
 rows p, p + P, ... Each trip reads one bf16 row (4-32 KB), keeps it in fp32 registers for the
 sum of squares and the abs-max of y = x * rstd * w, and writes 1 B per element plus one fp32
 scale. Division by the scale (as the reference), clamp to +-448, saturating cast.
-num_warps = min(max_warps, BLOCK_H / 512). On CPU (the Triton interpreter) the machine is taken
+num_warps = min(max_warps, BLOCK_H / 512), at least BLOCK_H / 2048. On CPU (the Triton interpreter) the machine is taken
 as 2 SMs so the grid-stride loop runs several trips on the small shapes.
 """
 import torch
@@ -64,7 +64,8 @@ class ModelNew(nn.Module):
         q = torch.empty((n_rows, h), dtype=torch.float8_e4m3fn, device=x.device)
         scale = torch.empty((n_rows, 1), dtype=torch.float32, device=x.device)
         block = triton.next_power_of_2(h)
-        warps = min(AKA_PARAMS["max_warps"], max(1, block // 512))
+        # the weight stays resident: keep <= 64 fp32 per thread per row tensor (no spills at 16384)
+        warps = max(min(AKA_PARAMS["max_warps"], max(1, block // 512)), block // 2048)
         grid = (max(1, min(n_rows, AKA_PARAMS["PROGS_PER_SM"] * _num_sms(x.device))),)
         _rms_norm_fp8_persistent[grid](x2, weight, q, scale, n_rows, h, x2.stride(0), q.stride(0), self.eps,
                                        1.0 / (448.0 * 512.0), BLOCK=block, num_warps=warps)

@@ -15,7 +15,7 @@ grid; here min(T, PROGS_PER_SM * num_SMs) programs load them once and keep them 
 registers while striding over rows p, p + P, ... Each row is read once; mean, then the biased
 variance of the centred values (padded lanes zeroed), both in fp32 from registers; one rounding
 at the store. Best suited to the wide rows (4096-8192) at thousands of tokens; narrow rows give
-each trip little in flight (see the row-tile family). num_warps = min(max_warps, BLOCK_H / 512).
+each trip little in flight (see the row-tile family). num_warps = min(max_warps, BLOCK_H / 512), at least BLOCK_H / 2048.
 On CPU (the Triton interpreter) the machine is taken as 2 SMs so the grid-stride loop runs
 several trips on the small shapes.
 """
@@ -62,7 +62,8 @@ class ModelNew(nn.Module):
         n_rows = x2.shape[0]
         y = torch.empty((n_rows, h), dtype=x.dtype, device=x.device)
         block = triton.next_power_of_2(h)
-        warps = min(AKA_PARAMS["max_warps"], max(1, block // 512))
+        # the weight stays resident: keep <= 64 fp32 per thread per row tensor (no spills at 16384)
+        warps = max(min(AKA_PARAMS["max_warps"], max(1, block // 512)), block // 2048)
         grid = (max(1, min(n_rows, AKA_PARAMS["PROGS_PER_SM"] * _num_sms(x.device))),)
         _layer_norm_persistent[grid](x2, weight, bias, y, n_rows, h, x2.stride(0), y.stride(0), self.eps,
                                      BLOCK=block, num_warps=warps)
