@@ -18,7 +18,8 @@ the rounded value (as the reference does), still in registers; y stored. One rea
 one write of each output. BLOCK_H = next_pow2(H), masked, divide by H.
 The persistent loop needs bytes in flight: a wide row (4096-8192 bf16, 16-32 KB across x and
 residual) per trip at 2-8 programs per SM keeps the loads deep enough; for narrow rows the
-row-tile family is the better candidate. num_warps = min(max_warps, BLOCK_H / 512), at least BLOCK_H / 2048.
+row-tile family is the better candidate. num_warps = min(max_warps, BLOCK_H / 512), and at
+least BLOCK_H / 2048 so the resident weight plus one row stay within registers.
 On CPU (the Triton interpreter) the "machine" has 2 SMs, so the small shapes run several
 grid-stride trips per program and the loop is actually exercised.
 """

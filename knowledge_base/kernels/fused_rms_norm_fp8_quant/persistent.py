@@ -15,8 +15,10 @@ each time; here min(T, PROGS_PER_SM * num_SMs) programs convert the weight to fp
 rows p, p + P, ... Each trip reads one bf16 row (4-32 KB), keeps it in fp32 registers for the
 sum of squares and the abs-max of y = x * rstd * w, and writes 1 B per element plus one fp32
 scale. Division by the scale (as the reference), clamp to +-448, saturating cast.
-num_warps = min(max_warps, BLOCK_H / 512), at least BLOCK_H / 2048. On CPU (the Triton interpreter) the machine is taken
-as 2 SMs so the grid-stride loop runs several trips on the small shapes.
+num_warps = min(max_warps, BLOCK_H / 512), and at least BLOCK_H / 2048: with the weight
+resident, a 16384-wide row at 4 warps would spill (sm_90 compile: 255 registers + stack).
+On CPU (the Triton interpreter) the machine is taken as 2 SMs so the grid-stride loop runs
+several trips on the small shapes.
 """
 import torch
 import torch.nn as nn

@@ -15,7 +15,8 @@ grid; here min(T, PROGS_PER_SM * num_SMs) programs load them once and keep them 
 registers while striding over rows p, p + P, ... Each row is read once; mean, then the biased
 variance of the centred values (padded lanes zeroed), both in fp32 from registers; one rounding
 at the store. Best suited to the wide rows (4096-8192) at thousands of tokens; narrow rows give
-each trip little in flight (see the row-tile family). num_warps = min(max_warps, BLOCK_H / 512), at least BLOCK_H / 2048.
+each trip little in flight (see the row-tile family). num_warps = min(max_warps,
+BLOCK_H / 512), and at least BLOCK_H / 2048 (weight, bias and one row resident).
 On CPU (the Triton interpreter) the machine is taken as 2 SMs so the grid-stride loop runs
 several trips on the small shapes.
 """
