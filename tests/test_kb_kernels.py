@@ -58,3 +58,29 @@ def test_kernel_compiles_for_hopper(path):
     r = compile_check(path.parent.name, str(path))
     bad = [f"{lr.kernel} (warps {lr.num_warps}, {lr.constants}): {lr.error}" for lr in r.launches if lr.error]
     assert r.ok, r.error or "; ".join(bad)
+
+
+@pytest.fixture(scope="module")
+def param_verdicts():
+    """Every declared parameter value of every kernel (aka.kb.param_check, one interpreter
+    process per kernel, two at a time)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    def run(path):
+        env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(REPO_ROOT))
+        p = subprocess.run([sys.executable, "-m", "aka.kb.param_check", str(path)], capture_output=True,
+                           text=True, env=env, timeout=600, cwd=REPO_ROOT)
+        rows = [json.loads(ln) for ln in p.stdout.splitlines() if ln.startswith("{")]
+        return path, (p.returncode, rows, p.stderr[-1500:])
+    with ThreadPoolExecutor(2) as pool:
+        return dict(pool.map(run, KERNELS))
+
+
+@pytest.mark.parametrize("path", KERNELS, ids=[f"{p.parent.name}/{p.stem}" for p in KERNELS])
+def test_every_declared_param_value_is_correct(path, param_verdicts):
+    rc, rows, err = param_verdicts[path]
+    bad = [f"{r['param']}={r['value']}: {r['reason']}" for r in rows if not r["ok"]]
+    assert rc == 0 and not bad, "; ".join(bad) or err

@@ -1,0 +1,80 @@
+"""Check every declared parameter value of a knowledge-base kernel (the contract in
+knowledge_base/README.md: any listed value must give a correct kernel).
+
+    python -m aka.kb.param_check knowledge_base/kernels/<op>/<name>.py
+
+Runs under the Triton interpreter (set TRITON_INTERPRET=1; the worker's interpreter fixes are
+installed) in this one process: for each parameter and each listed value other than the
+default, the `AKA_PARAMS` line is rewritten, the variant imported, and its outputs compared with
+the reference on every small shape of the op, fresh inputs per shape. The default itself goes
+through the full sandboxed cascade elsewhere (tests/test_kb_kernels.py); variants differ from it
+only in that one line, so correctness is what is left to check. Prints one JSON line per variant.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+
+def variants(source: str) -> list[tuple[str, object, str]]:
+    """(param, value, source) for each declared value that differs from the default."""
+    import yaml
+    meta = yaml.safe_load((ast.get_docstring(ast.parse(source)) or "").split("---")[1])
+    lines = source.splitlines(keepends=True)
+    idx = next(i for i, ln in enumerate(lines) if ln.startswith("AKA_PARAMS = {"))
+    defaults = ast.literal_eval(lines[idx].split("=", 1)[1].strip())
+    out = []
+    for key, values in (meta.get("params") or {}).items():
+        for v in values:
+            if v == defaults.get(key):
+                continue
+            params = dict(defaults, **{key: v})
+            new = lines[:idx] + [f"AKA_PARAMS = {params!r}\n"] + lines[idx + 1:]
+            out.append((key, v, "".join(new)))
+    return out
+
+
+def main(path: str) -> int:
+    import torch
+
+    from aka.evaluate import compare as cmp
+    from aka.evaluate.interp_fix import install
+    from aka.evaluate.loader import ProblemRuntime, call, import_file
+    from aka.problem import load_problem
+    install()
+    kernel = Path(path)
+    prob = load_problem(kernel.parent.name)
+    rt = ProblemRuntime(prob.worker_spec(), "cpu")
+    failures = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for n, (key, value, src) in enumerate(variants(kernel.read_text())):
+            f = Path(tmp) / f"variant_{n}.py"
+            f.write_text(src)
+            verdict = {"kernel": str(kernel), "param": key, "value": value, "ok": True, "reason": ""}
+            try:
+                mod = import_file(f, f"_aka_variant_{n}")
+                for shape in prob.small_shapes.values():
+                    spec = shape.to_json()
+                    torch.manual_seed(n)
+                    inputs = rt.make_inputs(spec)
+                    args, kwargs = rt.init_args(spec)
+                    with torch.no_grad():
+                        got = call(mod.ModelNew(*args, **kwargs), {k: (v.clone() if isinstance(v, torch.Tensor) else v)
+                                                                   for k, v in inputs.items()})
+                        want = call(rt.make_reference(spec), inputs)
+                    worst, _ = cmp.compare_outputs(got, want, prob.meta)
+                    if not worst.ok:
+                        verdict.update(ok=False, reason=f"shape {shape.id}: {worst.reason}")
+                        break
+            except Exception as e:  # noqa: BLE001 - a variant that raises is a failed variant
+                verdict.update(ok=False, reason=f"{type(e).__name__}: {str(e)[:300]}")
+            failures += not verdict["ok"]
+            print(json.dumps(verdict, default=str), flush=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1]))
