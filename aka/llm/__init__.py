@@ -17,11 +17,21 @@ from .base import (
 )
 from .budget import Budget, BudgetedLLM, ModelUsage, Usage
 from .cache import CachedLLM, cache_key
-from .factory import build_llm, make_llm, parse_spec
 from .pricing import DEFAULT_PRICES, cost_usd, price_for, register_price
 from .providers import AnthropicLLM, OpenAILLM
-from .retry import RetryConfig, RetryingLLM
 from .scripted import ScriptedLLM
+
+# Retries need tenacity, an optional extra: import it only when a caller asks for it, so the
+# offline agent runs where only torch and triton are installed (the GPU machines' image).
+_LAZY = {"RetryConfig": "retry", "RetryingLLM": "retry", "build_llm": "factory", "make_llm": "factory",
+         "parse_spec": "factory"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(name)
 
 __all__ = [
     "LLM",
