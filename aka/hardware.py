@@ -21,7 +21,6 @@ import json
 import os
 import re
 import statistics
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -265,22 +264,8 @@ def load_calibration(gpu_name: str) -> dict | None:
 
 def save_calibration(gpu_name: str, data: dict) -> Path:
     """Write atomically (temp file in the same folder, then rename)."""
-    path = calibration_path(gpu_name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return path
+    from aka.util import atomic_write_json
+    return atomic_write_json(calibration_path(gpu_name), data, indent=2, sort_keys=True)
 
 
 # ----------------------------------------------------------------- calibrate

@@ -87,11 +87,12 @@ def hash_files(paths: list[Path]) -> str:
 
 
 def trusted_files(problem_files: list[Path]) -> list[Path]:
-    """Every aka file the worker may import (the whole aka/evaluate package, aka/__init__.py and
-    aka/hardware.py) plus the problem's own files."""
+    """Every aka file the worker may import (the whole aka/evaluate package, aka/__init__.py,
+    aka/hardware.py and aka/util.py) plus the problem's own files."""
     here = Path(__file__).resolve().parent
     pkg = here.parent
-    return sorted(here.glob("*.py")) + [pkg / "__init__.py", pkg / "hardware.py"] + [p for p in problem_files if p]
+    return sorted(here.glob("*.py")) + [pkg / "__init__.py", pkg / "hardware.py", pkg / "util.py"] \
+        + [p for p in problem_files if p]
 
 
 def run_worker(spec: dict, candidate_source: str, problem_files: list[Path],

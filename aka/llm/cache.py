@@ -14,9 +14,10 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 import threading
 from pathlib import Path
+
+from aka.util import atomic_write_json
 
 from .base import Completion, Message, messages_to_dicts
 
@@ -87,21 +88,8 @@ class CachedLLM:
             return None
 
     def _write(self, path: Path, key: str, request: dict, completion: Completion) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         payload = {"key": key, "request": request, "completion": dataclasses.asdict(completion)}
-        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(payload, f, ensure_ascii=False, indent=1)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        atomic_write_json(path, payload, ensure_ascii=False, indent=1)
 
     def complete(
         self,
