@@ -68,12 +68,7 @@ def test_reference_runs_and_tolerance_holds_with_margin(op):
                 tensors = dict(cmp.flatten_outputs(out))
                 t = tensors[name]
                 if t.is_floating_point() or t.dtype in cmp.FP8_DTYPES:
-                    mode = (p.meta.get("compare") or {}).get(name, (p.meta.get("compare") or {}).get("default", "allclose"))
-                    base = torch.float8_e4m3fn if mode == "fp8" else t.dtype
-                    spec = p.meta.get("tolerance") or {}
-                    override = spec.get(name) if isinstance(spec.get(name), dict) else (
-                        spec if spec and all(not isinstance(v, dict) for v in spec.values()) else None)
-                    limit = cmp.tolerance_for(base, override)["rel_norm"]
+                    limit = cmp.output_rule(p.meta, name, t.dtype)[1]["rel_norm"]
                     assert c.rel_err <= 0.5 * limit + 1e-12, f"{op}/{sid} output {name}: {c.rel_err:.3g} vs {limit:g}"
 
 
@@ -89,16 +84,13 @@ def test_perturbed_output_fails(op):
         if t.numel() == 0:
             continue
         bad = {k: v.clone() for k, v in outs}
-        mode = (p.meta.get("compare") or {}).get(name, (p.meta.get("compare") or {}).get("default", "allclose"))
+        _, tol = cmp.output_rule(p.meta, name, t.dtype)
         if t.is_floating_point() or t.dtype in cmp.FP8_DTYPES:
             f = t.to(torch.float32)
             finite = torch.isfinite(f)
             if not bool((finite & (f != 0)).any()):
                 continue
-            spec = p.meta.get("tolerance") or {}
-            override = spec.get(name) if isinstance(spec.get(name), dict) else (
-                spec if spec and all(not isinstance(v, dict) for v in spec.values()) else None)
-            rtol = cmp.tolerance_for(torch.float8_e4m3fn if mode == "fp8" else t.dtype, override)["rtol"]
+            rtol = tol["rtol"]
             big = f.abs().max()
             shifted = torch.where(finite, f * (1 + 3 * rtol) + 3 * rtol * big * (f >= 0), f)
             bad[name] = shifted.to(t.dtype)

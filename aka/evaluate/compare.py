@@ -153,11 +153,21 @@ def _close(out: torch.Tensor, ref: torch.Tensor, tol: dict) -> Check:
     return Check(True, max_abs, rel)
 
 
-def compare_outputs(out, ref, meta: dict | None = None) -> tuple[Check, list[tuple[str, Check]]]:
-    """Compare every output of a forward; returns the worst check and the per-output checks."""
+def output_rule(meta: dict | None, name: str, dtype: torch.dtype) -> tuple[str, dict]:
+    """The compare mode and the tolerance an output named `name` of `dtype` is judged by: the
+    op's meta.json `compare` and `tolerance` (one dict for all outputs, or keyed by output name)
+    over the per-dtype defaults."""
     meta = meta or {}
     modes = meta.get("compare") or {}
-    tol_spec = meta.get("tolerance") or {}
+    mode = modes.get(name, modes.get("default", "allclose"))
+    spec = meta.get("tolerance") or {}
+    override = spec.get(name) if isinstance(spec.get(name), dict) else (
+        spec if spec and all(not isinstance(v, dict) for v in spec.values()) else None)
+    return mode, tolerance_for(torch.float8_e4m3fn if mode == "fp8" else dtype, override)
+
+
+def compare_outputs(out, ref, meta: dict | None = None) -> tuple[Check, list[tuple[str, Check]]]:
+    """Compare every output of a forward; returns the worst check and the per-output checks."""
     outs, refs = flatten_outputs(out), flatten_outputs(ref)
     if len(outs) != len(refs):
         c = Check(False, math.inf, math.inf, f"{len(outs)} outputs, reference has {len(refs)}")
@@ -170,14 +180,11 @@ def compare_outputs(out, ref, meta: dict | None = None) -> tuple[Check, list[tup
         outs = [(k, outd[k]) for k, _ in refs]
     checks = []
     for (name, o), (_, r) in zip(outs, refs):
-        mode = modes.get(name, modes.get("default", "allclose"))
-        override = tol_spec.get(name) if isinstance(tol_spec.get(name), dict) else (
-            tol_spec if tol_spec and all(not isinstance(v, dict) for v in tol_spec.values()) else None)
         # The tolerance follows the dtype being judged: against a float64 reference (tolerance
         # validation) a bf16 output still gets the bf16 tolerance.
         judged = o.dtype if (r.dtype == torch.float64 and isinstance(o, torch.Tensor) and o.is_floating_point()) else r.dtype
-        base = torch.float8_e4m3fn if mode == "fp8" else judged
-        tol = tolerance_for(base, override) if (r.is_floating_point() or mode == "fp8") else None
+        mode, tol = output_rule(meta, name, judged)
+        tol = tol if (r.is_floating_point() or mode == "fp8") else None
         checks.append((name, compare(o, r, mode, tol)))
     failed = [c for _, c in checks if not c.ok]
     worst = failed[0] if failed else max((c for _, c in checks), key=lambda c: c.rel_err)
