@@ -1,54 +1,90 @@
 #!/usr/bin/env bash
-# GPU work for one device session; everything lands in $OUT/results.tgz (the device returns at
-# most 8 files) plus $OUT/summary.txt. Then, here:
-#   tar xzf /work/.device/N/results.tgz -C /tmp/gpu && python scripts/collect_gpu.py /tmp/gpu/harness
+# GPU work for one device call; everything lands in $OUT/results.tgz (the device returns at
+# most 8 files). Then, here:
+#   mkdir -p /tmp/gpu && tar xzf <files_at>/results.tgz -C /tmp/gpu
+#   python scripts/collect_gpu.py /tmp/gpu/harness        # measurement tables (issues 2, 3)
 #
-#   device: bash scripts/gpu_run.sh MODE...    MODE: harness | bench1 | bench2 | kb | agent
-# One device call runs 10 minutes at most: run the modes in separate calls. Estimates (H200):
-# harness ~6 min, bench1/bench2 (half the operators each, --jobs 12) ~7 min each, kb ~8 min,
-# agent ~8 min. Merge the two bench halves: cat */bench/run/records.jsonl > run/records.jsonl,
-# then `aka bench report run`.
+#   device: bash scripts/gpu_run.sh MODE...
+#   MODE: harness | agent1 | sweep | kb | bench | bench1 | bench2
+#
+# One device call runs 10 minutes at most. Every step runs under `timeout` against a deadline
+# (AKA_DEADLINE_S seconds after start, default 560) so the archive is always written, even when
+# a step is cut short; steps write their results as they go (bench and kb resume from them).
+# Caches travel between calls: set AKA_CACHE_DIR to a folder carried in (e.g. .gpucache, listed
+# in .git/info/exclude); it holds the calibration and the eager/compile baseline times, and
+# comes back inside results.tgz as cache/.
 set -uo pipefail
 : "${OUT:?set OUT to a results folder}"
+T0=$(date +%s)
+DEADLINE=${AKA_DEADLINE_S:-560}
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 AKA_CACHE_DIR=${AKA_CACHE_DIR:-/tmp/aka-cache}
+mkdir -p "$AKA_CACHE_DIR"
 W=$OUT/work; mkdir -p "$W"
 modes=" ${*:-harness} "
+left() { echo $(( DEADLINE - ($(date +%s) - T0) )); }
+# step LOG CMD...: run CMD with what is left of the deadline (minus a margin for packing).
+step() {
+  local log=$1; shift
+  local t=$(( $(left) - 15 ))
+  if (( t < 10 )); then echo "skipped (deadline): $*" | tee -a "$log"; return 124; fi
+  local s=$(date +%s)
+  timeout --signal=INT --kill-after=10 "$t" "$@" >> "$log" 2>&1
+  local rc=$?
+  echo "[step rc=$rc wall=$(( $(date +%s) - s ))s] $*" | tee -a "$log" "$W/steps.txt"
+  return $rc
+}
 prov() {
   { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
     python3 -c "import torch,triton,sys;print('torch',torch.__version__,'triton',triton.__version__,'python',sys.version.split()[0])"
     git rev-parse --short=12 HEAD 2>/dev/null; date -u +%FT%TZ; } > "$1/provenance.txt" 2>&1
 }
+calib() {  # the measured ceilings, once per cache
+  ls "$AKA_CACHE_DIR"/calibration/*.json >/dev/null 2>&1 && return 0
+  step "$1/calibration.err" bash -c "python3 -m aka.cli hw calibrate > '$1/calibration.json'"
+}
 if [[ $modes == *" harness "* ]]; then
   d=$W/harness; mkdir -p "$d"; prov "$d"; export AKA_GPU_RESULTS=$d/gpu_results.jsonl
-  python3 -m aka.cli hw calibrate > "$d/calibration.json" 2> "$d/calibration.err"
-  python3 -m pytest -m gpu tests/gpu tests/test_adversarial.py tests/test_agent_e2e.py -q -p no:cacheprovider \
-    --junitxml="$d/junit_gpu.xml" 2>&1 | tee "$d/pytest_gpu.log" | tail -25
-  python3 -m aka.cli eval rms_norm knowledge_base/kernels/rms_norm/rowwise.py --shapes 0,1,2,3,4,5,6,7,8,9 \
-    --json "$d/eval_rms_norm_10shapes.json" > "$d/eval10.txt" 2>&1
-  python3 -m aka.cli eval rms_norm knowledge_base/kernels/rms_norm/rowwise.py --shapes 12 --ncu \
-    --json "$d/eval_rms_norm_ncu.json" > "$d/evalncu.txt" 2>&1
+  rm -f "$AKA_CACHE_DIR"/calibration/*.json; calib "$d"
+  step "$d/pytest_gpu.log" python3 -m pytest -m gpu tests/gpu tests/test_adversarial.py tests/test_agent_e2e.py -q \
+    -p no:cacheprovider --junitxml="$d/junit_gpu.xml"
+  tail -6 "$d/pytest_gpu.log"
+  step "$d/eval10.txt" python3 -m aka.cli eval rms_norm knowledge_base/kernels/rms_norm/rowwise.py \
+    --shapes 0,1,2,3,4,5,6,7,8,9 --json "$d/eval_rms_norm_10shapes.json"
+  step "$d/evalncu.txt" python3 -m aka.cli eval rms_norm knowledge_base/kernels/rms_norm/rowwise.py --shapes 12 --ncu \
+    --json "$d/eval_rms_norm_ncu.json"
   unset AKA_GPU_RESULTS
 fi
+if [[ $modes == *" agent1 "* ]]; then
+  d=$W/agent1; mkdir -p "$d"; prov "$d"; calib "$d"
+  step "$d/optimize.log" python3 -m aka.cli optimize op=rms_norm shape=4096x4096 model=offline iters=${AKA_ITERS:-10} \
+    runs_dir="$d/runs" run_id=rms_norm-4096 live=off
+  tail -12 "$d/optimize.log"
+fi
+if [[ $modes == *" bench "* || $modes == *" bench1 "* || $modes == *" bench2 "* ]]; then
+  d=$W/bench; mkdir -p "$d"; prov "$d"; calib "$d"
+  ops=all
+  [[ $modes == *" bench1 "* ]] && ops=$(ls bench/ops | awk 'NR % 2 == 1' | paste -sd,)
+  [[ $modes == *" bench2 "* ]] && ops=$(ls bench/ops | awk 'NR % 2 == 0' | paste -sd,)
+  # resume: a run directory carried in (.gpucache/bench_run) is continued, not restarted
+  [[ -d $AKA_CACHE_DIR/bench_run ]] && cp -r "$AKA_CACHE_DIR/bench_run" "$d/run"
+  step "$d/bench.log" python3 -m aka.cli bench run --impl reference,compile --jobs ${AKA_JOBS:-12} \
+    $([[ $ops == all ]] || echo --ops "$ops") --out "$d/run"
+  rm -rf "$AKA_CACHE_DIR/bench_run"; cp -r "$d/run" "$AKA_CACHE_DIR/bench_run"
+  tail -15 "$d/bench.log"
+fi
 if [[ $modes == *" kb "* ]]; then
-  d=$W/kb; mkdir -p "$d"; prov "$d"
-  python3 -m aka.cli kb verify --device cuda 2>&1 | tee "$d/kb_verify.log" | tail -15
+  d=$W/kb; mkdir -p "$d"; prov "$d"; calib "$d"
+  step "$d/kb_verify.log" python3 -m aka.cli kb verify --device cuda --jobs ${AKA_JOBS:-6}
+  tail -15 "$d/kb_verify.log"
   tar czf "$d/results_json.tgz" knowledge_base/kernels/*/*.results.json 2>/dev/null
 fi
-if [[ $modes == *" agent "* ]]; then
-  d=$W/agent; mkdir -p "$d"; prov "$d"
-  python3 -m aka.cli optimize op=rms_norm shape=4096x4096 model=offline iters=12 runs_dir="$d/runs" \
-    run_id=rms_norm-4096 live=off 2>&1 | tee "$d/optimize.log" | tail -12
-  python3 experiments/offline_sweep.py --iters 8 --out "$d/sweep" \
-    --ops rms_norm,fused_add_rms_norm,silu_and_mul,gelu_and_mul,softmax,rope_neox,fp8_per_token_group_quant,l2_norm \
-    2>&1 | tee "$d/sweep.log" | tail -12
+if [[ $modes == *" sweep "* ]]; then
+  d=$W/sweep; mkdir -p "$d"; prov "$d"; calib "$d"
+  step "$d/sweep.log" python3 experiments/offline_sweep.py --iters ${AKA_ITERS:-6} --jobs ${AKA_JOBS:-6} --out "$d/sweep" \
+    --ops ${AKA_SWEEP_OPS:-rms_norm,fused_add_rms_norm,silu_and_mul,gelu_and_mul,softmax,rope_neox,fp8_per_token_group_quant,l2_norm}
+  tail -15 "$d/sweep.log"
 fi
-for half in 1 2; do
-  [[ $modes == *" bench$half "* ]] || continue
-  ops=$(ls bench/ops | awk -v h=$half 'NR % 2 == h % 2' | paste -sd,)
-  d=$W/bench$half; mkdir -p "$d"; prov "$d"
-  start=$(date +%s)
-  python3 -m aka.cli bench run --impl reference,compile --jobs 12 --ops "$ops" --out "$d/run" 2>&1 | tail -15
-  echo "bench$half wall seconds: $(( $(date +%s) - start ))" | tee "$d/wall.txt"
-done
+cp -r "$AKA_CACHE_DIR" "$W/cache" 2>/dev/null; rm -rf "$W/cache/kb" "$W/cache/llm" "$W/cache/inductor" "$W/cache/triton"
+echo "total wall seconds: $(( $(date +%s) - T0 ))" | tee -a "$W/steps.txt"
 tar czf "$OUT/results.tgz" -C "$W" . && rm -rf "$W"
 ls -la "$OUT"
