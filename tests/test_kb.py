@@ -383,6 +383,22 @@ def _fake_eval(status):
     return run, calls
 
 
+def test_verify_in_parallel_records_every_kernel(tmp_path):
+    """--jobs: kernels evaluated at once, each result written, untimed runs recorded as such."""
+    from aka.kb.verify import read_results, verify
+    root = write_kb(tmp_path / "kb")
+    run, calls = _fake_eval("pass")
+    out = verify(root, "cuda", evaluate_fn=run, jobs=2, timing=False)
+    assert sorted(s for _, s in out) == ["pass", "pass"] and len(calls) == 2
+    assert all(c[2] == "all" for c in calls)  # the shape set without its "/untimed" tag
+    e = read_results(root / "kernels/rms_norm/rows.py")["devices"]["cuda"]
+    assert e["shapes_spec"] == "all/untimed" and e["status"] == "pass"
+    assert [s for _, s in verify(root, "cuda", evaluate_fn=run, jobs=2, timing=False)] == ["skipped"] * 2
+    calls.clear()
+    verify(root, "cuda", evaluate_fn=run, jobs=2)  # a timed run is not satisfied by an untimed one
+    assert len(calls) == 2
+
+
 def test_verify_writes_results_and_skips_current(tmp_path):
     from aka.kb.verify import results_path, stats, verify
     root = write_kb(tmp_path / "kb")

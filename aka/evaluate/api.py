@@ -103,6 +103,7 @@ def evaluate(problem: Problem | str | Path, candidate: str | Path, *, shapes=Non
     files = [prob.reference_path] + ([prob.input_path] if prob.input_path else [])
     spec["problem"]["source_hash"] = _hash_paths(files)
     spec["config"]["baseline_cache"] = str(_cache_root() / "baselines")
+    spec["config"]["gpu_lock"] = str(_cache_root() / "locks")
     res = run_worker(spec, source, files, cfg.sandbox, on_progress=on_progress)
     res.candidate = str(candidate)
     res.stages_run = ["static"] + res.stages_run
@@ -173,7 +174,8 @@ def evaluate_baselines(problem: Problem | str | Path, *, shapes=None, config: Ev
         "shapes": [dict(s.to_json(), label=s.label()) for s in selected],
         "device": device, "candidate_name": "<baselines>", "kernels": [],
         "config": {k: v for k, v in asdict(cfg).items() if k not in ("sandbox", "device")}
-        | {"seed": seed, "baseline_cache": str(_cache_root() / "baselines")},
+        | {"seed": seed, "baseline_cache": str(_cache_root() / "baselines"),
+           "gpu_lock": str(_cache_root() / "locks")},
     }
     res = run_worker(spec, "", files, cfg.sandbox, on_progress=on_progress)
     res.candidate = "<baselines>"

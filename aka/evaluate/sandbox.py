@@ -41,6 +41,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from aka.evaluate.gpulock import WAIT_STAGE
 from aka.evaluate.result import EvalResult
 
 PKG_ROOT = Path(__file__).resolve().parent.parent.parent  # the directory holding `aka/`
@@ -57,6 +58,7 @@ ENV_DENY_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
 class SandboxConfig:
     timeout_s: float = 900.0       # whole evaluation
     idle_timeout_s: float = 180.0  # no progress message for this long: hung kernel or loop
+    gpu_wait_max_s: float = 3600.0  # waiting for the GPU (gpulock.py) not charged, up to this
     keep_dir: bool = False         # keep the temporary directory (debugging)
 
 
@@ -145,10 +147,16 @@ def _pump(proc, fd, cfg, on_progress):
     last_stage = {}
     t0 = last = time.monotonic()
     started = None
+    waited, wait_since = 0.0, None
     try:
         while True:
             now = time.monotonic()
-            if now - t0 > cfg.timeout_s:
+            # Waiting for another evaluation's timing to finish (gpulock.py) is neither idleness
+            # nor this evaluation's time.
+            held = min(cfg.gpu_wait_max_s, waited + (now - wait_since if wait_since is not None else 0.0))
+            if wait_since is not None:
+                last = now
+            if now - t0 - held > cfg.timeout_s:
                 killed = f"timed out after {cfg.timeout_s:.0f} s"
                 break
             if now - last > cfg.idle_timeout_s:
@@ -167,6 +175,10 @@ def _pump(proc, fd, cfg, on_progress):
                     except json.JSONDecodeError:
                         continue
                     last = time.monotonic()
+                    if msg.get("stage") == WAIT_STAGE:
+                        wait_since = wait_since if wait_since is not None else last
+                    elif wait_since is not None:
+                        waited, wait_since = waited + last - wait_since, None
                     if started is None:
                         started = last - t0
                     if msg.get("event") == "result":

@@ -386,37 +386,43 @@ class Worker:
             self.shape_results[s.id] = ShapeResult(id=s.id, label=s.label)
         self.res.shapes = list(self.shape_results.values())
         self.res.env = self.environment()
+        from aka.evaluate.gpulock import for_worker
+        self.gpu = for_worker(self.cfg, self.device, self.emit)
         if self.spec.get("mode") == "baselines":
             return self.run_baselines(shapes, t_start)
         if self.device == "cpu":
             self.res.notes.append("CPU mode: Triton interpreter; correctness only, no timing and no "
                                   "profiler-based fallback check (ATen-dispatch fallback check still runs)")
         try:
-            self.stage_import()
-            self.res.stages_run.append("import")
-            self.stage_first_call(shapes[0])
-            self.res.stages_run.append("first_call")
-            self.stage_correctness(shapes, outliers=False)
-            self.res.stages_run.append("correctness")
-            if (self.meta.get("outliers") or {}).get("enabled", True) and self.cfg.get("outliers", True):
-                self.stage_correctness(shapes, outliers=True)
-                self.res.stages_run.append("outliers")
-            else:
-                self.res.notes.append("outlier stage skipped (meta.json opt-out)")
-            self.stage_fallback(shapes)
-            self.res.stages_run.append("fallback")
+            with self.gpu.shared():  # checks may share the GPU with other evaluations (gpulock.py)
+                self.stage_import()
+                self.res.stages_run.append("import")
+                self.stage_first_call(shapes[0])
+                self.res.stages_run.append("first_call")
+                self.stage_correctness(shapes, outliers=False)
+                self.res.stages_run.append("correctness")
+                if (self.meta.get("outliers") or {}).get("enabled", True) and self.cfg.get("outliers", True):
+                    self.stage_correctness(shapes, outliers=True)
+                    self.res.stages_run.append("outliers")
+                else:
+                    self.res.notes.append("outlier stage skipped (meta.json opt-out)")
+                self.stage_fallback(shapes)
+                self.res.stages_run.append("fallback")
             if self.device.startswith("cuda") and self.cfg.get("timing", True):
                 from aka.evaluate.timing import time_shapes
                 self.launches.uninstall()
                 self.progress("timing")
-                t0 = time.perf_counter()
-                time_shapes(self, shapes)
-                self.timer["timing_s"] = time.perf_counter() - t0
+                with self.gpu.exclusive():  # timing owns the GPU
+                    t0 = time.perf_counter()
+                    time_shapes(self, shapes)
+                    self.timer["timing_s"] = time.perf_counter() - t0
                 self.res.stages_run.append("timing")
             self.res.status, self.res.reason = "pass", "all stages passed"
         except StageFailure as f:
             self.res.status, self.res.reason = f.status, f"[{f.stage}] {f.reason}"
         self.collect_costs(shapes)
+        if self.gpu.waited_s:
+            self.timer["gpu_wait_s"] = self.gpu.waited_s
         self.timer["worker_total_s"] = time.perf_counter() - t_start
         self.res.wall_s.update({k: round(v, 3) for k, v in self.timer.items()})
         return self.res
@@ -436,19 +442,22 @@ class Worker:
                 self.progress("warm", shape.id)
                 ref = self.rt.make_reference(shape.to_spec)
                 compiled = torch.compile(ref)
-                with torch.no_grad():
+                with self.gpu.shared(), torch.no_grad():
                     call(compiled, self.rt.make_inputs(shape.to_spec))
-                torch.cuda.synchronize()
+                    torch.cuda.synchronize()
             self.res.status, self.res.reason = "pass", "compile caches warmed"
             return self.res
         else:
             from aka.evaluate.timing import time_shapes
             try:
-                time_shapes(self, shapes)
+                with self.gpu.exclusive():
+                    time_shapes(self, shapes)
                 self.res.status, self.res.reason = "pass", "baselines timed"
             except Exception as e:  # noqa: BLE001 - a reference that cannot run is a suite bug: report it
                 self.res.status, self.res.reason = "runtime_error", trim(f"{type(e).__name__}: {e}")
         self.collect_costs(shapes)
+        if self.gpu.waited_s:
+            self.timer["gpu_wait_s"] = self.gpu.waited_s
         self.timer["worker_total_s"] = time.perf_counter() - t_start
         self.res.wall_s.update({k: round(v, 3) for k, v in self.timer.items()})
         return self.res

@@ -52,6 +52,10 @@ def add_parser(sub) -> None:
     v.add_argument("--force", action="store_true", help="re-run kernels whose result is current")
     v.add_argument("--shapes", default=None, help="shape ids, 'first', 'small' or 'all' (default: cpu small, cuda all)")
     v.add_argument("--timeout", type=float, default=900.0, help="seconds per kernel evaluation")
+    v.add_argument("--jobs", type=int, default=1,
+                   help="kernels evaluated at once; on one GPU their checks overlap and their timings "
+                        "take turns (aka/evaluate/gpulock.py)")
+    v.add_argument("--no-timing", action="store_true", help="correctness verdicts only (GPU: no timing)")
     v.set_defaults(func=cmd_verify)
 
     c = ks.add_parser("compile-check", help="compile every kernel for a GPU target without a GPU (errors, regs, spills)")
@@ -202,7 +206,7 @@ def cmd_verify(args) -> int:
             from aka.cli import UserError
             raise UserError("aka kb verify --device cuda needs a CUDA GPU")
     out = verify(_root(args), args.device, op=args.op, force=args.force, console=console, shapes=args.shapes,
-                 timeout_s=args.timeout)
+                 timeout_s=args.timeout, jobs=args.jobs, timing=not args.no_timing)
     bad = [(p, s) for p, s in out if s not in ("pass", "skipped")]
     console.print(f"{len(out)} kernels: {sum(s == 'pass' for _, s in out)} pass, "
                   f"{sum(s == 'skipped' for _, s in out)} skipped (current), {len(bad)} not passing")

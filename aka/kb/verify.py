@@ -77,11 +77,16 @@ def write_result(kernel: Path, root: Path, device: str, entry: dict) -> Path:
 
 
 def verify(root: Path, device: str, op: str | None = None, force: bool = False, console=None,
-           evaluate_fn=None, shapes: str | None = None, timeout_s: float = 900.0) -> list[tuple[Path, str]]:
-    """(kernel, status or 'skipped') for every kernel, one after another (timings on one GPU must
-    not overlap); each result is written as soon as it is known, so an interrupted run keeps its
-    finished kernels. `shapes` overrides the default set (cpu: small, cuda: all); evaluate_fn
-    replaces the harness in tests."""
+           evaluate_fn=None, shapes: str | None = None, timeout_s: float = 900.0, jobs: int = 1,
+           timing: bool = True) -> list[tuple[Path, str]]:
+    """(kernel, status or 'skipped') for every kernel; each result is written as soon as it is
+    known, so an interrupted run keeps its finished kernels. With jobs > 1 several kernels are
+    evaluated at once: on one GPU their checks overlap while their timings take turns under the
+    harness's GPU lock, so no timing overlaps another evaluation. `shapes` overrides the default
+    set (cpu: small, cuda: all); `timing=False` records correctness only; evaluate_fn replaces the
+    harness in tests."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from aka.evaluate.api import EvalConfig, evaluate
@@ -89,33 +94,37 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
     from aka.problem import ProblemError
     run = evaluate_fn or evaluate
     spec = shapes or ("small" if device == "cpu" else "all")
+    if not timing and device != "cpu":
+        spec += "/untimed"
     paths = kernel_paths(root, op)
-    out = []
     cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*cols, console=console, transient=False) as bar:
         task = bar.add_task("verify", total=len(paths))
-        for p in paths:
+
+        def one(p: Path) -> tuple[Path, str]:
             name = str(p.relative_to(root))
-            bar.update(task, description=name)
-            if not force and is_current(p, device, spec):
-                out.append((p, "skipped"))
-                bar.advance(task)
-                continue
-            opname = kernel_op(p)
-            cfg = EvalConfig(device=device, timing=device != "cpu", sandbox=SandboxConfig(timeout_s=timeout_s))
             try:
-                res = run(opname, p, shapes=spec, config=cfg)
-            except ProblemError as e:
-                out.append((p, f"no problem: {e}"))
+                if not force and is_current(p, device, spec):
+                    return p, "skipped"
+                cfg = EvalConfig(device=device, timing=timing and device != "cpu",
+                                 sandbox=SandboxConfig(timeout_s=timeout_s))
+                try:
+                    res = run(kernel_op(p), p, shapes=spec.split("/")[0], config=cfg)
+                except ProblemError as e:
+                    return p, f"no problem: {e}"
+                write_result(p, root, device, record(res, p, device, spec))
+                sol = [s.sol_fraction for s in res.shapes if s.sol_fraction is not None]
+                bar.console.print(f"{name}: {res.status}" + (f", sol_fraction min {min(sol):.2f} max {max(sol):.2f}"
+                                                             if sol else ""), markup=False, highlight=False)
+                return p, res.status
+            finally:
+                bar.update(task, description=name)
                 bar.advance(task)
-                continue
-            write_result(p, root, device, record(res, p, device, spec))
-            out.append((p, res.status))
-            sol = [s.sol_fraction for s in res.shapes if s.sol_fraction is not None]
-            bar.console.print(f"{name}: {res.status}" + (f", sol_fraction min {min(sol):.2f} max {max(sol):.2f}"
-                                                         if sol else ""), markup=False, highlight=False)
-            bar.advance(task)
-    return out
+
+        if jobs <= 1:
+            return [one(p) for p in paths]
+        with ThreadPoolExecutor(jobs) as pool:
+            return list(pool.map(one, paths))
 
 
 def stats(root: Path) -> dict:

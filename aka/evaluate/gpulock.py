@@ -1,0 +1,106 @@
+"""Several evaluations on one GPU: checks share it, timing owns it.
+
+Correctness, outlier and fallback stages only need the right answer, so evaluations may run
+them side by side on one GPU (`aka kb verify --jobs`, the offline sweep). A timed region must see
+an idle GPU: another process's kernels would steal bandwidth and SMs and the measured time would
+be wrong. The worker therefore holds a *shared* lock while it checks and an *exclusive* lock while
+it times (eager and torch.compile baselines included); an exclusive holder waits until every
+shared holder has left, and nobody new enters meanwhile (writer preference through a turnstile
+lock), so timing is never starved by a stream of checks.
+
+The locks are `flock`s on files under the cache directory, one pair per physical GPU (its UUID
+where torch gives one): the kernel releases them when a process dies, so a crashed or killed
+worker never leaves the GPU locked. Waiting emits a progress message every few seconds, stage
+`gpu_wait`; the sandbox neither counts that as idleness nor charges it to the evaluation's time
+limit.
+
+A single evaluation pays one uncontended `flock` per stage: nothing measurable.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+WAIT_STAGE = "gpu_wait"
+HEARTBEAT_S = 5.0
+
+
+def gpu_key(device: str) -> str:
+    import torch
+    idx = torch.device(device).index or 0
+    try:
+        uuid = str(torch.cuda.get_device_properties(idx).uuid)
+    except Exception:  # noqa: BLE001 - older torch: fall back to the visible index
+        uuid = ""
+    return (uuid or f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'all')}-{idx}").replace("/", "_")
+
+
+class GpuLock:
+    def __init__(self, root: str | Path, key: str, emit=None):
+        self.dir = Path(root)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.key, self.emit = key, emit
+        self.waited_s = 0.0
+
+    def _acquire(self, name: str, mode: int) -> int:
+        fd = os.open(self.dir / f"{self.key}.{name}", os.O_RDWR | os.O_CREAT, 0o666)
+        t0 = next_beat = time.monotonic()
+        while True:
+            try:
+                fcntl.flock(fd, mode | fcntl.LOCK_NB)
+                self.waited_s += time.monotonic() - t0
+                return fd
+            except BlockingIOError:
+                now = time.monotonic()
+                if self.emit is not None and now >= next_beat:
+                    self.emit({"event": "progress", "stage": WAIT_STAGE, "shape": None, "t": time.time()})
+                    next_beat = now + HEARTBEAT_S
+                time.sleep(0.05)
+
+    @staticmethod
+    def _release(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+    def _enter(self, mode: int) -> int:
+        gate = self._acquire("turnstile", fcntl.LOCK_EX)
+        try:
+            return self._acquire("lock", mode)
+        finally:
+            self._release(gate)
+
+    @contextmanager
+    def shared(self):
+        fd = self._enter(fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            self._release(fd)
+
+    @contextmanager
+    def exclusive(self):
+        fd = self._enter(fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            self._release(fd)
+
+
+class NoLock:
+    waited_s = 0.0
+
+    @contextmanager
+    def shared(self):
+        yield
+
+    exclusive = shared
+
+
+def for_worker(cfg: dict, device: str, emit) -> GpuLock | NoLock:
+    root = cfg.get("gpu_lock")
+    if not root or not device.startswith("cuda"):
+        return NoLock()
+    return GpuLock(root, gpu_key(device), emit)

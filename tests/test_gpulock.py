@@ -1,0 +1,109 @@
+"""The GPU lock that lets evaluations share one GPU for checks while timings take turns."""
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+from aka.evaluate.gpulock import WAIT_STAGE, GpuLock
+from aka.evaluate.result import EvalResult
+from aka.evaluate.sandbox import SandboxConfig, _pump
+
+
+def _lock(tmp_path, emit=None):
+    return GpuLock(tmp_path, "gpu0", emit)
+
+
+def _holder(lock_cm, started, release):
+    with lock_cm:
+        started.set()
+        release.wait(5)
+
+
+def test_shared_holders_coexist_and_exclusive_waits_for_them(tmp_path):
+    rel = threading.Event()
+    s1, s2 = threading.Event(), threading.Event()
+    for ev in (s1, s2):
+        threading.Thread(target=_holder, args=(_lock(tmp_path).shared(), ev, rel), daemon=True).start()
+    assert s1.wait(2) and s2.wait(2), "two shared holders must both get in"
+    got = threading.Event()
+    beats = []
+    t = threading.Thread(target=_holder, args=(_lock(tmp_path, beats.append).exclusive(), got, threading.Event()),
+                         daemon=True)
+    t.start()
+    time.sleep(0.4)
+    assert not got.is_set(), "timing must not start while checks hold the GPU"
+    assert beats and beats[0]["stage"] == WAIT_STAGE, "a waiting worker reports that it waits"
+    rel.set()
+    assert got.wait(2)
+
+
+def test_waiting_timer_blocks_new_checks(tmp_path):
+    """Writer preference: once a timing waits, no new check starts before it has run."""
+    rel_first, first = threading.Event(), threading.Event()
+    threading.Thread(target=_holder, args=(_lock(tmp_path).shared(), first, rel_first), daemon=True).start()
+    assert first.wait(2)
+    order = []
+
+    def timer():
+        with _lock(tmp_path).exclusive():
+            order.append("timing")
+
+    def check():
+        with _lock(tmp_path).shared():
+            order.append("check")
+
+    threading.Thread(target=timer, daemon=True).start()
+    time.sleep(0.3)
+    c = threading.Thread(target=check, daemon=True)
+    c.start()
+    time.sleep(0.3)
+    assert order == []
+    rel_first.set()
+    c.join(3)
+    assert order == ["timing", "check"]
+
+
+def test_lock_of_a_killed_holder_is_released(tmp_path):
+    code = ("import sys,time; sys.path.insert(0, %r)\n"
+            "from aka.evaluate.gpulock import GpuLock\n"
+            "cm = GpuLock(%r, 'gpu0').exclusive(); cm.__enter__(); print('held', flush=True); time.sleep(60)"
+            % (os.getcwd(), str(tmp_path)))
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "held"
+    lk = _lock(tmp_path)
+    t = threading.Thread(target=lambda: lk.shared().__enter__(), daemon=True)
+    t.start()
+    t.join(0.5)
+    assert t.is_alive(), "the holder's exclusive lock must block"
+    p.kill()
+    p.wait()
+    t.join(3)
+    assert not t.is_alive(), "a dead holder's lock is released by the kernel"
+
+
+def _fake_worker(tmp_path, msgs: list[tuple[float, dict]]):
+    """A process that writes protocol messages to an inherited pipe, sleeping before each."""
+    r, w = os.pipe()
+    script = ("import json,os,sys,time\nfd=int(sys.argv[1])\n"
+              f"for dt, m in json.loads({json.dumps(json.dumps(msgs))}):\n"
+              "    time.sleep(dt); os.write(fd, (json.dumps(m)+'\\n').encode())\n")
+    p = subprocess.Popen([sys.executable, "-c", script, str(w)], pass_fds=(w,), start_new_session=True)
+    os.close(w)
+    return p, r
+
+
+def test_sandbox_does_not_charge_gpu_wait_to_the_time_limit(tmp_path):
+    done = {"event": "result", "result": EvalResult(status="pass", problem="x").to_json()}
+    wait = {"event": "progress", "stage": WAIT_STAGE, "shape": None}
+    work = {"event": "progress", "stage": "correctness", "shape": "0"}
+    cfg = SandboxConfig(timeout_s=1.0, idle_timeout_s=0.8)
+    # 2.4 s of waiting for the GPU (heartbeats every 0.6 s), then a quick finish: no timeout.
+    p, fd = _fake_worker(tmp_path, [(0, work), (0, wait)] + [(0.6, wait)] * 4 + [(0, work), (0.1, done)])
+    res, killed = _pump(p, fd, cfg, None)
+    assert killed is None and res is not None and res.status == "pass"
+    # The same 2.4 s spent working (progress messages, no wait) is charged: timed out.
+    p, fd = _fake_worker(tmp_path, [(0, work)] + [(0.6, work)] * 4 + [(0.1, done)])
+    res, killed = _pump(p, fd, cfg, None)
+    assert res is None and killed and killed.startswith("timed out")
