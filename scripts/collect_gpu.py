@@ -22,6 +22,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("src")
     ap.add_argument("--dest", default="bench/results/h200")
+    ap.add_argument("--note", default="", help="a line under the provenance (e.g. which commit ran)")
     a = ap.parse_args()
     src, dest = Path(a.src), Path(a.dest)
     dest.mkdir(parents=True, exist_ok=True)
@@ -33,6 +34,10 @@ def main() -> int:
     prov = (src / "provenance.txt").read_text().strip() if (src / "provenance.txt").exists() else "unknown"
     out = ["# Measurement acceptance on the H200", "", "Produced by `bash scripts/gpu_run.sh harness` on the",
            "device, then `python scripts/collect_gpu.py <out>`. Provenance:", "", "```", prov, "```", ""]
+    for extra in sorted(src.glob("provenance_*.txt")):
+        out += [f"`{extra.name}`:", "", "```", extra.read_text().strip(), "```", ""]
+    if a.note:
+        out += [a.note, ""]
     rows = [json.loads(l) for l in (src / "gpu_results.jsonl").read_text().splitlines() if l.strip()] \
         if (src / "gpu_results.jsonl").exists() else []
     rep = [r for r in rows if r["kind"] == "repeatability"]
@@ -86,6 +91,25 @@ def main() -> int:
                 n = {k: v for k, v in s["ncu"].items() if k not in ("per_launch",)}
                 out += ["## Nsight Compute metrics parsed into the result (rms_norm shape "
                         f"{s['id']}, {s['label']})", "", "```json", json.dumps(n, indent=1)[:3000], "```", ""]
+    junit = src / "junit_gpu.xml"
+    if junit.exists():
+        import xml.etree.ElementTree as ET
+        cases = list(ET.parse(junit).iter("testcase"))
+        adv = [c for c in cases if c.get("name", "").startswith("test_gpu_verdict")]
+        if adv:
+            out += ["## Adversarial suite and honest kernels on the H200 (`tests/test_adversarial.py -m gpu`)", "",
+                    "Each case's expected verdict is asserted by the test; `pass` means the harness gave it.", "",
+                    "| case | test outcome | seconds |", "|---|---|---|"]
+            for c in adv:
+                tags = {x.tag for x in c}
+                outcome = ("FAILED" if tags & {"failure", "error"} else "xfail (known gap)" if "skipped" in tags
+                           else "pass")
+                out.append(f"| {c.get('name')[len('test_gpu_verdict'):].strip('[]')} | {outcome} | {float(c.get('time')):.1f} |")
+            out.append("")
+    steps = src.parent / "steps.txt"
+    if steps.exists():
+        out += ["## Steps of the device call (rc 124/137: stopped at the call's deadline)", "", "```",
+                *steps.read_text().splitlines(), "```", ""]
     log = next((p for p in (src / "pytest_gpu.log", src / "pytest_gpu_measure.log") if p.exists()), None)
     if log:
         tail = [l for l in log.read_text().splitlines() if any(w in l for w in ("passed", "failed", "XFAIL", "FAILED", "XPASS"))]
