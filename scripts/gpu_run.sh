@@ -71,7 +71,7 @@ if [[ $modes == *" bench "* || $modes == *" bench1 "* || $modes == *" bench2 "* 
   [[ $modes == *" bench2 "* ]] && ops=$(ls bench/ops | awk 'NR % 2 == 0' | paste -sd,)
   # resume: a run directory carried in (.gpucache/bench_run) is continued, not restarted
   [[ -d $AKA_CACHE_DIR/bench_run ]] && cp -r "$AKA_CACHE_DIR/bench_run" "$d/run"
-  step "$d/bench.log" python3 -m aka.cli bench run --impl reference,compile --jobs ${AKA_JOBS:-12} \
+  step "$d/bench.log" python3 -m aka.cli bench run --impl reference,compile --jobs ${AKA_JOBS:-8} \
     $([[ $ops == all ]] || echo --ops "$ops") --out "$d/run"
   rm -rf "$AKA_CACHE_DIR/bench_run"; cp -r "$d/run" "$AKA_CACHE_DIR/bench_run"
   tail -15 "$d/bench.log"

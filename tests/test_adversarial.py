@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -123,6 +123,13 @@ GPU_CASES = [H(c.name, c.problem, device="cuda") for c in HONEST] + [
     G("late_switch", "vec_add", "incorrect", "[timing]", timing=True),
     G("graph_capture_detect", "vec_add", "incorrect", "[timing]", timing=True),
 ]
+# ... and every other cheat of the CPU suite, on the GPU with the same expected verdict: the full
+# suite runs on the device. A GPU worker takes ~9 s to start, so the loop cases get limits that
+# only the loop itself can exhaust.
+_GPU_LIMITS = {"infinite_loop_forward": dict(idle_s=40, timeout_s=300, cause="no progress for 40 s"),
+               "infinite_loop_kernel": dict(timeout_s=60, idle_s=300, cause="timed out after 60 s")}
+GPU_CASES += [replace(c, device="cuda", **_GPU_LIMITS.get(c.name, {}))
+              for c in CHEATS if c.name not in {g.name for g in GPU_CASES}]
 
 
 class Results:

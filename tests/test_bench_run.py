@@ -41,3 +41,14 @@ def test_bench_list_runs_on_a_fresh_tree(capsys):
     assert m and int(m.group(1)) >= 30 and int(m.group(2)) >= 400
     weights = json.loads((REPO_ROOT / "bench" / "weights.json").read_text())
     assert abs(sum(weights["weights"].values()) - 1.0) < 1e-9 and weights["provenance"]["method"]
+
+
+def test_bench_run_parallel_jobs_give_the_sequential_records(tmp_path):
+    """--jobs 2: ops evaluated at once write the same (impl, op, shape) records, none twice."""
+    base = ["bench", "run", "--suite", str(FIX / "problems"), "--impl", str(FIX / "candidates" / "honest"),
+            "--device", "cpu", "--ops", "vec_add,atrex_fused_add_rms_norm,kb_linear_relu"]
+    assert main(base + ["--out", str(tmp_path / "seq")]) == 0
+    assert main(base + ["--out", str(tmp_path / "par"), "--jobs", "2"]) == 0
+    key = lambda r: (r["impl"], r["op"], r["shape"], r["status"], r["correct"])  # noqa: E731
+    seq, par = load_records(tmp_path / "seq"), load_records(tmp_path / "par")
+    assert sorted(map(key, par)) == sorted(map(key, seq)) and len({k[:3] for k in map(key, par)}) == len(par)

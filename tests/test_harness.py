@@ -185,3 +185,21 @@ def test_hash_mismatch_rejects_even_a_passing_worker(monkeypatch):
     res = evaluate(PROBLEMS / "vec_add", HONEST / "vec_add.py", config=EvalConfig(device="cpu", seed=3))
     assert len(calls) == 2 and res.status == "rejected"
     assert "result discarded" in res.reason
+
+
+def test_fingerprint_reads_its_tensors_without_changing_them():
+    """The correctness stage digests outputs where they live; an int64 output (ids) is viewed, not
+    copied, so the digest must never write through the view (it once did: the first draw's output
+    then no longer matched the repeat run)."""
+    import torch
+
+    from aka.evaluate.worker import fingerprint
+    ids = torch.arange(40, dtype=torch.int64).reshape(4, 10) * 7
+    keep = ids.clone()
+    a = fingerprint(ids)
+    assert torch.equal(ids, keep) and fingerprint(ids) == a
+    ids[3, 9] += 1
+    assert fingerprint(ids) != a
+    swapped = keep.clone()
+    swapped[0, 0], swapped[0, 1] = keep[0, 1], keep[0, 0]
+    assert fingerprint(swapped) != fingerprint(keep)  # position-weighted: a permutation is a change

@@ -25,7 +25,7 @@ def register(sub) -> None:
     rn.add_argument("--out", default=None, help="run directory (default runs/bench-<date>); an existing one resumes")
     rn.add_argument("--weights", default=None)
     rn.add_argument("--timeout", type=float, default=1800.0, help="per-op evaluation timeout, seconds")
-    rn.add_argument("--jobs", type=int, default=1, help="GPU: processes that pre-compile the compile baseline in parallel")
+    rn.add_argument("--jobs", type=int, default=1, help="GPU: ops evaluated at once; their timed rounds take turns under the GPU lock")
     rn.set_defaults(func=cmd_run)
 
     rp = bs.add_parser("report", help="markdown + plots from a run directory")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,7 @@ class RunOptions:
     device: str | None = None
     shapes: str | None = None  # None: all benchmark shapes on GPU, "small" on CPU
     timeout_s: float = 1800.0
-    jobs: int = 1              # GPU: parallel processes that pre-compile the torch.compile baselines
+    jobs: int = 1              # GPU: ops evaluated at once (their timings still take turns)
 
 
 def candidate_for(impl_dir: Path, op: str) -> Path | None:
@@ -94,59 +95,60 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
     opts.out.mkdir(parents=True, exist_ok=True)
     done = {(r["impl"], r["op"], r["shape"], r["device"]) for r in load_records(opts.out)}
     meta = {"suite": str(suite.root), "impls": opts.impls, "device": device, "shapes": shapes or "all",
-            "weights_source": suite.weights_source, "git_sha": git_sha(), "started": time.time()}
+            "weights_source": suite.weights_source, "git_sha": git_sha(), "started": time.time(),
+            "jobs": opts.jobs}
     (opts.out / "run.json").write_text(json.dumps(meta, indent=2))
     cfg = EvalConfig(device=device)
     cfg.sandbox.timeout_s = opts.timeout_s
     want_base = [i for i in opts.impls if i in BASELINES]
-    if "compile" in want_base and opts.jobs > 1 and device.startswith("cuda"):
-        _warm_compile_caches(suite, shapes, opts, done, device, progress)
     cand_dirs = [Path(i) for i in opts.impls if i not in BASELINES]
     for d in cand_dirs:
         if not d.is_dir():
             from aka.problem import ProblemError
             raise ProblemError(f"implementation {d} is neither 'reference', 'compile' nor a directory")
-    with open(_records_path(opts.out), "a") as sink:
-        for problem in suite.problems:
-            # External problems (Atrex-Bench, KernelBench) carry no CPU-sized set: use their shapes.
-            shapes_p = None if (shapes == "small" and not problem.small_shapes) else shapes
-            selected = [s.id for s in problem.select(shapes_p)]
-            if want_base and not all((i, problem.name, sid, device) in done for i in want_base for sid in selected):
-                _step(progress, f"{problem.name}: baselines")
-                res = evaluate_baselines(problem, shapes=shapes_p, config=cfg)
+    lock = threading.Lock()
+
+    def one_problem(problem, sink) -> None:
+        # External problems (Atrex-Bench, KernelBench) carry no CPU-sized set: use their shapes.
+        shapes_p = None if (shapes == "small" and not problem.small_shapes) else shapes
+        selected = [s.id for s in problem.select(shapes_p)]
+        if want_base and not all((i, problem.name, sid, device) in done for i in want_base for sid in selected):
+            _step(progress, f"{problem.name}: baselines")
+            res = evaluate_baselines(problem, shapes=shapes_p, config=cfg)
+            with lock:
                 for impl in want_base:
                     _write(sink, _rows(res, impl, problem, suite, which=impl))
-            for d in cand_dirs:
-                impl = d.name
-                if all((impl, problem.name, sid, device) in done for sid in selected):
-                    continue
-                _step(progress, f"{problem.name}: {impl}")
-                cand = candidate_for(d, problem.name)
-                if cand is None:
-                    res = EvalResult(status="rejected", reason=f"no candidate for {problem.name} in {d}",
-                                     problem=problem.name, device=device)
-                    from aka.evaluate.result import ShapeResult
-                    res.shapes = [ShapeResult(id=s.id, label=s.label()) for s in problem.select(shapes_p)]
-                else:
-                    res = evaluate(problem, cand, shapes=shapes_p, config=cfg)
+        for d in cand_dirs:
+            impl = d.name
+            if all((impl, problem.name, sid, device) in done for sid in selected):
+                continue
+            _step(progress, f"{problem.name}: {impl}")
+            cand = candidate_for(d, problem.name)
+            if cand is None:
+                res = EvalResult(status="rejected", reason=f"no candidate for {problem.name} in {d}",
+                                 problem=problem.name, device=device)
+                from aka.evaluate.result import ShapeResult
+                res.shapes = [ShapeResult(id=s.id, label=s.label()) for s in problem.select(shapes_p)]
+            else:
+                res = evaluate(problem, cand, shapes=shapes_p, config=cfg)
+            with lock:
                 _write(sink, _rows(res, impl, problem, suite))
+        with lock:
             _advance(progress)
+
+    with open(_records_path(opts.out), "a") as sink:
+        if opts.jobs > 1:
+            # Several ops at once: their compilation, input generation and checks overlap, their
+            # timed rounds take turns under the harness's GPU lock (aka/evaluate/gpulock.py).
+            from concurrent.futures import ThreadPoolExecutor
+            _step(progress, f"{len(suite.problems)} ops, {opts.jobs} at a time (timings take turns)")
+            with ThreadPoolExecutor(opts.jobs) as pool:
+                for f in [pool.submit(one_problem, p, sink) for p in suite.problems]:
+                    f.result()
+        else:
+            for problem in suite.problems:
+                one_problem(problem, sink)
     return _records_path(opts.out)
-
-
-def _warm_compile_caches(suite: Suite, shapes, opts: RunOptions, done: set, device: str, progress) -> None:
-    """torch.compile costs seconds per shape, almost all of it on the host: compile every pending
-    op in `jobs` parallel worker processes first, so the timing pass finds Inductor's cache full
-    and runs alone on the GPU."""
-    from concurrent.futures import ThreadPoolExecutor
-    pending = [p for p in suite.problems
-               if not all(("compile", p.name, s.id, device) in done
-                          for s in p.select(None if (shapes == "small" and not p.small_shapes) else shapes))]
-    cfg = EvalConfig(device=device, warm_only=True, timing=False)
-    cfg.sandbox.timeout_s = opts.timeout_s
-    _step(progress, f"warming torch.compile caches: {len(pending)} ops, {opts.jobs} processes")
-    with ThreadPoolExecutor(opts.jobs) as pool:
-        list(pool.map(lambda p: evaluate_baselines(p, shapes=shapes, config=cfg), pending))
 
 
 def _write(sink, rows: list[dict]) -> None:

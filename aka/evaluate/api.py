@@ -26,7 +26,6 @@ class EvalConfig:
     timing: bool = True            # GPU only
     baselines: bool = True         # time eager and torch.compile of the reference too
     fresh_baselines: bool = False  # ignore the baseline cache and re-measure interleaved
-    warm_only: bool = False        # baselines mode: compile each shape once, time nothing
     ncu: bool = False              # Nsight Compute pass on one shape (GPU only)
     ncu_shape: str | None = None
     seed: int | None = None        # None: a fresh random seed per evaluation

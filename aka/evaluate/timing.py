@@ -46,6 +46,7 @@ class Impl:
         self.graph_calls = 1
         self.error = None
         self.last_out = None  # (input-set index, output) of a call made inside the timed region
+        self.warmed = False
 
     def __call__(self, inputs):
         return call(self.model, inputs)
@@ -84,11 +85,25 @@ class ShapeTimer:
         # inside the timed kernel (an 18% spread between two timings of one 20 us kernel, H200).
         torch.sum(self.flush_buf, dtype=torch.int32)
 
+    def warm(self) -> None:
+        """Compile, autotune and allocator warm-up of every implementation: host-heavy work that
+        needs no quiet GPU, so the worker does it under the shared GPU lock (gpulock.py)."""
+        for impl in self.impls:
+            try:
+                with torch.no_grad():
+                    for _ in range(3):
+                        impl(self.sets[0])
+                torch.cuda.synchronize()
+                impl.warmed = True
+            except Exception as e:  # noqa: BLE001 - a baseline that cannot run is reported, not fatal
+                impl.error = f"{type(e).__name__}: {str(e)[:200]}"
+
     def prepare(self, impl: Impl) -> None:
-        with torch.no_grad():
-            for _ in range(3):  # compile, autotune, allocator warm-up
-                impl(self.sets[0])
-        torch.cuda.synchronize()
+        if not impl.warmed:
+            with torch.no_grad():
+                for _ in range(3):  # compile, autotune, allocator warm-up
+                    impl(self.sets[0])
+            torch.cuda.synchronize()
         est = _event_time_us(lambda: impl(self.sets[0]), 3)  # GPU time per call, no launch gaps
         k = len(self.sets)
         # Serving without graphs pays the host's launch cost: no head start here, on purpose.
@@ -145,6 +160,8 @@ class ShapeTimer:
     def run(self) -> None:
         live = []
         for impl in self.impls:
+            if impl.error and not impl.warmed:
+                continue  # failed its warm-up: reported, not timed
             try:
                 self.prepare(impl)
                 live.append(impl)
@@ -181,14 +198,16 @@ def _check_timed_output(worker, impl: Impl, ref, sets) -> None:
     checked and skips work while timed (call counting, graph-capture detection) fails here."""
     from aka.evaluate import compare as cmp
     from aka.evaluate.result import StageFailure
-    from aka.evaluate.worker import to_host
+    from aka.evaluate.worker import clone_out, poison
     if impl.last_out is None:
         return
     idx, out = impl.last_out
-    got = to_host(out)
+    got = clone_out(out)
     with torch.no_grad():
-        want = to_host(call(ref, sets[idx]))
+        want = call(ref, sets[idx])
+    torch.cuda.synchronize()
     worst, _ = cmp.compare_outputs(got, want, worker.meta)
+    poison(want)
     if not worst.ok:
         raise StageFailure("incorrect", "output of a timed call is wrong (behaves differently while "
                            "timed): " + worst.reason, "timing")
@@ -211,7 +230,10 @@ def time_shapes(worker, shapes) -> None:
     props = torch.cuda.get_device_properties(0)
     l2 = int(getattr(props, "L2_cache_size", 50 << 20))
     import torch._dynamo as _dynamo
+
+    from aka.evaluate.gpulock import NoLock
     _dynamo.config.cache_size_limit = max(64, _dynamo.config.cache_size_limit)
+    gpu = getattr(worker, "gpu", None) or NoLock()
     for si, shape in enumerate(shapes):
         worker.progress("timing", shape.id)
         sr = worker.shape_results[shape.id]
@@ -230,19 +252,25 @@ def time_shapes(worker, shapes) -> None:
         impls = [] if baselines_only else [Impl("candidate", cand)]
         if worker.cfg.get("baselines", True) and cached is None:
             impls += [Impl("eager", ref), Impl("compile", torch.compile(ref))]
-        sets = make_input_sets(worker.rt, shape.to_spec, int(worker.cfg.get("seed", 0)) + 50_000 + 100 * si, l2)
-        def refresh(r, sets=sets, shape=shape, si=si):
-            fresh = make_input_sets(worker.rt, shape.to_spec, int(worker.cfg.get("seed", 0)) + 90_000 + 1000 * r + 100 * si,
-                                    l2, n=len(sets))
-            with torch.no_grad():
-                for old, new in zip(sets, fresh):
-                    for k, t in old.items():
-                        if isinstance(t, torch.Tensor) and k not in worker.meta.get("mutates", []):
-                            t.copy_(new[k])
-        timer = ShapeTimer(impls, sets, l2, refresh)
-        timer.run()
+        # Inputs, compilation and warm-up share the GPU with other evaluations' checks; only the
+        # timed rounds own it (gpulock.py), so parallel evaluations overlap all but the timing.
+        with gpu.shared():
+            sets = make_input_sets(worker.rt, shape.to_spec, int(worker.cfg.get("seed", 0)) + 50_000 + 100 * si, l2)
+            def refresh(r, sets=sets, shape=shape, si=si):
+                fresh = make_input_sets(worker.rt, shape.to_spec, int(worker.cfg.get("seed", 0)) + 90_000 + 1000 * r + 100 * si,
+                                        l2, n=len(sets))
+                with torch.no_grad():
+                    for old, new in zip(sets, fresh):
+                        for k, t in old.items():
+                            if isinstance(t, torch.Tensor) and k not in worker.meta.get("mutates", []):
+                                t.copy_(new[k])
+            timer = ShapeTimer(impls, sets, l2, refresh)
+            timer.warm()
+        with gpu.exclusive():
+            timer.run()
         if not baselines_only:
-            _check_timed_output(worker, impls[0], ref, sets)
+            with gpu.shared():
+                _check_timed_output(worker, impls[0], ref, sets)
         res = {}
         for impl in impls:
             if impl.samples:

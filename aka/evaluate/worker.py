@@ -121,13 +121,45 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.numel() == 0 or torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))
 
 
+def clone_out(x):
+    """Detached copies, on the same device, of every tensor in a forward's result: the harness's
+    own, so a later candidate call cannot change what was judged."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().clone()
+    if isinstance(x, dict):
+        return {k: clone_out(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(clone_out(v) for v in x)
+    return x
+
+
+_INT_VIEW = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+_DIGEST_CHUNK = 1 << 24
+
+
 def fingerprint(x) -> str:
-    h = hashlib.sha256()
+    """A digest of every tensor's dtype, shape and bits, computed where the tensor lives (two
+    position-weighted integer sums per tensor, in chunks): equal outputs give equal digests, and
+    different ones differ but for a deliberate collision. Used only to tell whether outputs changed
+    between draws; the outputs themselves are judged by compare."""
+    parts = []
     for t in _tensors(x):
-        t = t.detach().cpu().contiguous()
-        h.update(str((t.dtype, tuple(t.shape))).encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
-    return h.hexdigest()
+        t = t.detach().contiguous().reshape(-1)
+        head = (str(t.dtype), tuple(t.shape))
+        view = _INT_VIEW.get(t.element_size())
+        if view is None or t.numel() == 0:
+            parts.append(head + (hashlib.sha256(t.cpu().view(torch.uint8).numpy().tobytes()).hexdigest()
+                                 if t.numel() else "",))
+            continue
+        bits = t.view(view)
+        s1 = s2 = 0
+        for start in range(0, bits.numel(), _DIGEST_CHUNK):
+            v = bits[start:start + _DIGEST_CHUNK].to(torch.int64)
+            w = torch.arange(start, start + v.numel(), device=v.device, dtype=torch.int64).remainder_(65521).add_(1)
+            s1 += int(v.sum())
+            s2 += int((v * w).sum())  # not in place: for int64 tensors v is a view of the output
+        parts.append(head + (s1, s2))
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
 
 
 def inject_outliers(inputs: dict, exempt: set[str], frac: float, scale: float, gen: torch.Generator) -> list[str]:
@@ -229,7 +261,10 @@ class Worker:
         self.timer["import_s"] = time.perf_counter() - t0
 
     def draw(self, shape, cand, ref, seed: int, outliers: bool = False):
-        """One fresh input draw: candidate first, then reference from pristine host copies."""
+        """One fresh input draw: candidate first, then reference from pristine host copies of the
+        inputs. Both outputs stay on the device (the candidate's as the harness's own copy); the
+        caller compares them there and must poison the reference output (`poison`) before the
+        candidate runs again."""
         torch.manual_seed(seed)
         inputs = self.rt.make_inputs(shape.to_spec)
         if outliers:
@@ -244,15 +279,14 @@ class Worker:
         for name, t in inputs.items():
             if isinstance(t, torch.Tensor) and name not in mutated and not same_bits(t, pristine[name]):
                 return None, None, f"candidate modified its input {name!r}", inputs, pristine
-        out_c_host = to_host(out_c)
+        out_c_own = clone_out(out_c)
+        del out_c
         ref_inputs = to_device(pristine, self.device)
         with torch.no_grad():
             out_r = call(ref, ref_inputs)
         sync(self.device)
-        out_r_host = to_host(out_r)
-        poison(out_r)
         poison(ref_inputs)
-        return out_c_host, out_r_host, None, inputs, pristine
+        return out_c_own, out_r, None, inputs, pristine
 
     def stage_correctness(self, shapes, outliers: bool) -> None:
         stage = "outliers" if outliers else "correctness"
@@ -270,7 +304,12 @@ class Worker:
                     out_c, out_r, why, inputs, pristine = self.draw(shape, cand, ref, base + 1000 * si + d, outliers)
                     if why:
                         raise StageFailure("incorrect", why, stage)
-                    worst, _ = cmp.compare_outputs(out_c, out_r, self.meta)
+                    try:
+                        worst, _ = cmp.compare_outputs(out_c, out_r, self.meta)
+                        prints.append((fingerprint(out_c), fingerprint(out_r)))
+                    finally:
+                        poison(out_r)  # before the candidate runs again: freed memory holds no answers
+                        del out_r
                     key = "outlier_rel_err" if outliers else "rel_err"
                     setattr(sr, key, max(getattr(sr, key) or 0.0, worst.rel_err))
                     if not outliers:
@@ -278,9 +317,9 @@ class Worker:
                         sr.draws += 1
                     if not worst.ok:
                         raise StageFailure("incorrect", f"draw {d}: {worst.reason}", stage)
-                    prints.append((fingerprint(out_c), fingerprint(out_r)))
                     if d == 0 and not outliers:
                         self.check_repeat(cand, shape, pristine, out_c)
+                    del out_c, inputs
                 if not outliers and len({p[1] for p in prints}) > 1 and len({p[0] for p in prints}) == 1:
                     raise StageFailure("incorrect", "output identical across different inputs "
                                        "(constant or cached result)", stage)
@@ -305,7 +344,7 @@ class Worker:
     def check_repeat(self, cand, shape, pristine, first_out) -> None:
         """Same input twice must give the same answer (within tolerance): races show up here."""
         inputs = to_device(pristine, self.device)
-        again = to_host(self.run_candidate(cand, inputs, shape.id))
+        again = self.run_candidate(cand, inputs, shape.id)
         ok, _ = cmp.compare_outputs(again, first_out, self.meta)
         if not ok.ok:
             raise StageFailure("incorrect", "nondeterministic: two runs on the same input differ ("
@@ -412,10 +451,9 @@ class Worker:
                 from aka.evaluate.timing import time_shapes
                 self.launches.uninstall()
                 self.progress("timing")
-                with self.gpu.exclusive():  # timing owns the GPU
-                    t0 = time.perf_counter()
-                    time_shapes(self, shapes)
-                    self.timer["timing_s"] = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                time_shapes(self, shapes)  # owns the GPU while it times (gpulock.py)
+                self.timer["timing_s"] = time.perf_counter() - t0
                 self.res.stages_run.append("timing")
             self.res.status, self.res.reason = "pass", "all stages passed"
         except StageFailure as f:
@@ -433,25 +471,10 @@ class Worker:
         if not self.device.startswith("cuda"):
             self.res.status, self.res.reason = "pass", "no GPU: baselines need timing"
             self.res.notes.append("CPU: reference shapes ran for bytes/FLOPs only; no timings")
-        elif self.cfg.get("warm_only"):
-            # Parallel warm-up (aka bench run --jobs): compile every shape once so Inductor's
-            # on-disk cache is full when the serial, uncontended timing pass runs.
-            import torch._dynamo as _dynamo
-            _dynamo.config.cache_size_limit = max(64, _dynamo.config.cache_size_limit)
-            for shape in shapes:
-                self.progress("warm", shape.id)
-                ref = self.rt.make_reference(shape.to_spec)
-                compiled = torch.compile(ref)
-                with self.gpu.shared(), torch.no_grad():
-                    call(compiled, self.rt.make_inputs(shape.to_spec))
-                    torch.cuda.synchronize()
-            self.res.status, self.res.reason = "pass", "compile caches warmed"
-            return self.res
         else:
             from aka.evaluate.timing import time_shapes
             try:
-                with self.gpu.exclusive():
-                    time_shapes(self, shapes)
+                time_shapes(self, shapes)
                 self.res.status, self.res.reason = "pass", "baselines timed"
             except Exception as e:  # noqa: BLE001 - a reference that cannot run is a suite bug: report it
                 self.res.status, self.res.reason = "runtime_error", trim(f"{type(e).__name__}: {e}")
