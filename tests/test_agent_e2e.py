@@ -170,6 +170,34 @@ def test_offline_proposer_searches_params_and_switches_family_on_dropout(tmp_pat
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+def test_a_rounds_candidates_are_evaluated_at_once_and_decided_in_order(tmp_path, monkeypatch):
+    """n=2: both candidates of the round are on the record before either is evaluated, their
+    evaluations (real workers) overlap in time, and the decisions follow the proposal order."""
+    import threading
+    import time as _time
+    spans, lock = [], threading.Lock()
+    real = Optimizer._eval
+
+    def timed(self, c):
+        t0 = _time.monotonic()
+        out = real(self, c)
+        with lock:
+            spans.append((c.id, t0, _time.monotonic()))
+        return out
+
+    monkeypatch.setattr(Optimizer, "_eval", timed)
+    rc = main(common(tmp_path, "par", "model=offline", f"kernels_dir={FIX / 'kernels'}", "iters=1", "n=2",
+                     "stop.cpu_stop_on_pass=false"))
+    assert rc == 0
+    evs = events(tmp_path / "par")
+    kinds = [e["type"] for e in evs if e["type"] in ("proposal", "evaluation", "accepted", "rejected")]
+    assert kinds[:2] == ["proposal", "proposal"] and kinds.count("evaluation") == 2
+    assert [e["candidate"] for e in of(evs, "evaluation")] == ["c0001", "c0002"]
+    assert of(evs, "accepted")[0]["candidate"] == "c0001"  # the first passing one, decided first
+    (a, a0, a1), (b, b0, b1) = sorted(spans)
+    assert a0 < b1 and b0 < a1, f"evaluations did not overlap: {spans}"
+
+
 def test_a_crash_mid_round_is_recorded_and_resume_finishes_it(tmp_path, monkeypatch):
     real = Optimizer.decide
 

@@ -72,6 +72,8 @@ class EvalSettings:
     confirm_repeats: int = 2              # GPU: fresh evaluations of challenger and incumbent before promotion
     min_rel_gain: float = 0.02            # GPU: the challenger's median objective must beat the incumbent's by this
     cpu_max_elems: int = 65536            # CPU: a shape whose int kwargs multiply past this is too big for the interpreter
+    parallel: int = 4                     # a round's candidates evaluated at once, up to this many (1: one after
+                                          # another); their checks overlap, their timings take turns on the GPU
 
 
 @dataclass
@@ -93,7 +95,7 @@ class OptimizeConfig:
     op: str = ""                          # bundled op name or path (aka.problem.load_problem)
     shape: str = "all"                    # id list, all, small, first, or AxB[xC]
     model: str = "anthropic:claude-opus-4-5"  # provider:model, or "offline"; offline when the key is missing
-    n: int = 1                            # candidates per round, evaluated one after another
+    n: int = 1                            # candidates per round (evaluated at once: eval.parallel)
     seed: int = 0                         # dropout and restart draws
     runs_dir: str = "runs"
     run_id: str | None = None             # None: <op>-<UTC time>

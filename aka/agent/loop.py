@@ -137,13 +137,23 @@ class Optimizer:
             raise FatalStop(f"{type(e).__name__}: {e}") from None
         st.pending_dropout = None
         improved, this_round = False, []
-        for p in proposals:
-            c = self.admit(p, r)
-            this_round.append(c)
-            if c.source is not None:
-                self.evaluate(c)
-                improved = self.decide(c) or improved
-            self.store.save_candidate(c)
+        if len(proposals) > 1 and self.cfg.eval.parallel > 1:
+            # Several candidates: all on the record first, evaluated at once (on one GPU their checks
+            # overlap and their timed rounds take turns, aka/evaluate/gpulock.py), then decided in order.
+            this_round = [self.admit(p, r) for p in proposals]
+            self.evaluate_many([c for c in this_round if c.source is not None])
+            for c in this_round:
+                if c.source is not None:
+                    improved = self.decide(c) or improved
+                self.store.save_candidate(c)
+        else:
+            for p in proposals:
+                c = self.admit(p, r)
+                this_round.append(c)
+                if c.source is not None:
+                    self.evaluate(c)
+                    improved = self.decide(c) or improved
+                self.store.save_candidate(c)
         self.finish_round(r, this_round, improved)
 
     def finish_round(self, r: int, this_round: list[Candidate], improved: bool) -> None:
@@ -194,8 +204,15 @@ class Optimizer:
                        config=self.eval_cfg, source=c.source)
         return res, score(res, self.task.weights, self.device)
 
-    def evaluate(self, c: Candidate) -> None:
-        c.result, c.score = self._eval(c)
+    def evaluate_many(self, cands: list[Candidate]) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(max(1, min(len(cands), self.cfg.eval.parallel))) as pool:
+            done = list(pool.map(self._eval, cands))
+        for c, got in zip(cands, done):  # events and files written from this thread only
+            self.evaluate(c, got)
+
+    def evaluate(self, c: Candidate, got=None) -> None:
+        c.result, c.score = got if got is not None else self._eval(c)
         res = c.result
         self.emit("evaluation", round=c.round, candidate=c.id, status=res.status, reason=res.reason[:400],
                   objective=c.score.value, kind=c.score.kind, per_shape=c.score.per_shape,
