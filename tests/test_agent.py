@@ -401,3 +401,37 @@ def test_run_store_appends_and_state_rebuilds_from_it(tmp_path):
     assert line["type"] == "start" and "t" in line
     with pytest.raises(StoreError, match="no run"):
         RunStore.open(tmp_path, "missing")
+
+
+def test_confirmation_remeasures_both_at_once_timing_only():
+    """Optimizer.confirm: each repeat evaluates challenger and incumbent concurrently, as
+    re-measurements (EvalConfig.checks=False), and promotes only beyond noise."""
+    import threading
+    import time as _time
+    from types import SimpleNamespace
+
+    from aka.agent.loop import Optimizer
+    from aka.evaluate.result import EvalResult
+    calls, live, peak, lock = [], [0], [0], threading.Lock()
+    values = {"c2": iter([0.62, 0.615]), "c1": iter([0.50, 0.505])}
+
+    def fake_eval(c, remeasure=False):
+        with lock:
+            live[0] += 1
+            peak[0] = max(peak[0], live[0])
+            calls.append((c.id, remeasure))
+        _time.sleep(0.05)
+        with lock:
+            live[0] -= 1
+        return EvalResult("pass"), Score(next(values[c.id]), "sol_fraction")
+
+    events = []
+    stub = SimpleNamespace(cfg=SimpleNamespace(eval=SimpleNamespace(confirm_repeats=2, min_rel_gain=0.02)),
+                           _eval=fake_eval, emit=lambda t, **d: events.append((t, d)))
+    ch = SimpleNamespace(id="c2", score=Score(0.61, "sol_fraction"))
+    inc = SimpleNamespace(id="c1", score=Score(0.51, "sol_fraction"))
+    ok, why = Optimizer.confirm(stub, ch, inc)
+    assert ok and why == "accepted"
+    assert sorted(calls) == [("c1", True), ("c1", True), ("c2", True), ("c2", True)]
+    assert peak[0] == 2, "challenger and incumbent must be re-measured at the same time"
+    assert events[-1][0] == "confirm" and events[-1][1]["challenger"] == [0.61, 0.62, 0.615]

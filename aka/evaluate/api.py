@@ -24,6 +24,8 @@ class EvalConfig:
     outlier_frac: float = 1e-3
     outlier_scale: float = 50.0
     timing: bool = True            # GPU only
+    checks: bool = True            # False: re-measurement of a source that already passed the checks
+                                   # (import, first call, timing and its timed-output check only)
     baselines: bool = True         # time eager and torch.compile of the reference too
     fresh_baselines: bool = False  # ignore the baseline cache and re-measure interleaved
     ncu: bool = False              # Nsight Compute pass on one shape (GPU only)
