@@ -285,8 +285,10 @@ class Worker:
         with torch.no_grad():
             out_r = call(ref, ref_inputs)
         sync(self.device)
+        out_r_own = clone_out(out_r)  # an in-place op's output is its input: poisoned next line
+        poison(out_r)
         poison(ref_inputs)
-        return out_c_own, out_r, None, inputs, pristine
+        return out_c_own, out_r_own, None, inputs, pristine
 
     def stage_correctness(self, shapes, outliers: bool) -> None:
         stage = "outliers" if outliers else "correctness"
@@ -433,20 +435,20 @@ class Worker:
             self.res.notes.append("CPU mode: Triton interpreter; correctness only, no timing and no "
                                   "profiler-based fallback check (ATen-dispatch fallback check still runs)")
         try:
+            timed = self.device.startswith("cuda") and self.cfg.get("timing", True)
             with self.gpu.shared():  # checks may share the GPU with other evaluations (gpulock.py)
                 self.stage_import()
                 self.res.stages_run.append("import")
                 self.stage_first_call(shapes[0])
                 self.res.stages_run.append("first_call")
-            if not self.cfg.get("checks", True) and self.device.startswith("cuda") and self.cfg.get("timing", True):
-                # Re-measurement (the agent's confirmation): this source passed the checks in an
-                # earlier evaluation; the timed-output check below still judges what is timed.
-                self.res.notes.append("re-measurement: correctness, outlier and fallback stages skipped "
-                                      "(the timed output is still checked)")
-            else:
-                with self.gpu.shared():
+                if timed and not self.cfg.get("checks", True):
+                    # Re-measurement (the agent's confirmation): this source passed the checks in an
+                    # earlier evaluation; the timed-output check still judges what is timed.
+                    self.res.notes.append("re-measurement: correctness, outlier and fallback stages skipped "
+                                          "(the timed output is still checked)")
+                else:
                     self.stage_checks(shapes)
-            if self.device.startswith("cuda") and self.cfg.get("timing", True):
+            if timed:
                 from aka.evaluate.timing import time_shapes
                 self.launches.uninstall()
                 self.progress("timing")
