@@ -73,6 +73,10 @@ def scrubbed_env(extra: dict | None = None) -> dict:
     cache = Path(os.environ.get("AKA_CACHE_DIR", Path.home() / ".cache" / "aka"))
     env.setdefault("TRITON_CACHE_DIR", str(Path(os.environ.get("TRITON_CACHE_DIR", cache / "triton"))))
     env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache / "inductor"))
+    # A baseline graph is one to three kernels: compile them in the worker, not in a pool of
+    # compile processes per worker (one per core by default), which parallel evaluations
+    # (--jobs) would multiply into hundreds of processes.
+    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     env["PYTHONPATH"] = str(PKG_ROOT)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
