@@ -79,7 +79,7 @@ def tune(op: str, a, out: Path, log) -> dict:
     t0 = time.time()
     run_id = f"sweep-{op}"
     cmd = [sys.executable, "-m", "aka.cli", "optimize", f"op={op}", "shape=all", "model=offline",
-           f"iters={a.iters}", f"runs_dir={out / 'runs'}", f"run_id={run_id}", "live=off"]
+           f"iters={a.iters}", f"n={a.n}", f"runs_dir={out / 'runs'}", f"run_id={run_id}", "live=off"]
     if a.wall_s:
         cmd.append(f"budget.max_wall_s={a.wall_s}")
     with open(out / f"optimize-{op}.log", "w") as f:
@@ -134,6 +134,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--ops", required=True)
     ap.add_argument("--iters", type=int, default=6)
+    ap.add_argument("--n", type=int, default=2, help="candidates per round (evaluated at once)")
     ap.add_argument("--jobs", type=int, default=1, help="ops at once (timings still take turns)")
     ap.add_argument("--wall-s", type=float, default=None, help="wall-clock budget of each op's optimize run")
     ap.add_argument("--tune-ops", default=None, help="ops the offline proposer tunes (default: all of --ops)")
@@ -145,7 +146,7 @@ def main() -> int:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     prov = (f"GPU {torch.cuda.get_device_name(0)}, torch {torch.__version__}, "
-            f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}, iters {a.iters}")
+            f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}, iters {a.iters}, n {a.n}")
     lock = threading.Lock()
     rows: list[dict] = []
 

@@ -84,7 +84,7 @@ if [[ $modes == *" kb "* ]]; then
 fi
 if [[ $modes == *" sweep "* ]]; then
   d=$W/sweep; mkdir -p "$d"; prov "$d"; calib "$d"
-  step "$d/sweep.log" python3 experiments/offline_sweep.py --iters ${AKA_SWEEP_ITERS:-4} --jobs ${AKA_JOBS:-6} --out "$d/sweep" \
+  step "$d/sweep.log" python3 experiments/offline_sweep.py --iters ${AKA_SWEEP_ITERS:-4} --n ${AKA_N:-2} --jobs ${AKA_JOBS:-6} --out "$d/sweep" \
     --wall-s ${AKA_TUNE_WALL:-200} --ops ${AKA_SWEEP_OPS:-rms_norm,fused_add_rms_norm,silu_and_mul,gelu_and_mul,softmax,rope_neox,fp8_per_token_group_quant,l2_norm} \
     ${AKA_TUNE_OPS:+--tune-ops $AKA_TUNE_OPS}
   tail -15 "$d/sweep.log"
