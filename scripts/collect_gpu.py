@@ -69,6 +69,14 @@ def main() -> int:
                        f"{_f(r['eager_us'])} | {_f(r['compile_us'])} | {_f(r['speedup_eager'])} | "
                        f"{_f(r['speedup_compile'])} | {_f(r['sol_fraction'])} | {_f(r['eager_call_us'])} |")
         out.append("")
+    par = [r for r in rows if r["kind"] == "parallel"]
+    if par:
+        out += ["## Four evaluations at once against one alone (rms_norm, GPU lock)", "",
+                "| shape | alone µs | in parallel µs | spread | limit | that evaluation's wait for the GPU s |",
+                "|---|---|---|---|---|---|"]
+        out += [f"| {r['shape']} | {_f(r['solo_us'])} | {_f(r['parallel_us'])} | {r['spread']:.2%} | {r['limit']:.0%} "
+                f"| {_f(r['gpu_wait_s'], '.1f')} |" for r in par]
+        out.append("")
     cal = src / "calibration.json"
     if cal.exists():
         try:

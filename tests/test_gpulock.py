@@ -6,6 +6,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from aka.evaluate.gpulock import WAIT_STAGE, GpuLock
 from aka.evaluate.result import EvalResult
 from aka.evaluate.sandbox import SandboxConfig, _pump
@@ -107,3 +109,21 @@ def test_sandbox_does_not_charge_gpu_wait_to_the_time_limit(tmp_path):
     p, fd = _fake_worker(tmp_path, [(0, work)] + [(0.6, work)] * 4 + [(0.1, done)])
     res, killed = _pump(p, fd, cfg, None)
     assert res is None and killed and killed.startswith("timed out")
+
+
+def test_queued_work_is_drained_before_the_lock_goes(tmp_path):
+    order = []
+    lk = GpuLock(tmp_path, "gpu0", drain=lambda: order.append("drain"))
+    with lk.shared():
+        order.append("work")
+    with lk.exclusive():
+        order.append("timed")
+    assert order == ["work", "drain", "timed", "drain"]
+
+    def broken():
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+    with pytest.raises(ValueError):  # the holder's own error propagates, not the drain's
+        with GpuLock(tmp_path, "gpu0", drain=broken).shared():
+            raise ValueError("candidate crashed")
+    with GpuLock(tmp_path, "gpu0").exclusive():  # and the lock was released all the same
+        pass

@@ -14,7 +14,8 @@ worker never leaves the GPU locked. Waiting emits a progress message every few s
 `gpu_wait`; the sandbox neither counts that as idleness nor charges it to the evaluation's time
 limit.
 
-A single evaluation pays one uncontended `flock` per stage: nothing measurable.
+Kernels are asynchronous, so a holder drains its GPU work (`torch.cuda.synchronize`) before it
+lets go. A single evaluation pays one uncontended `flock` per stage: nothing measurable.
 """
 from __future__ import annotations
 
@@ -39,10 +40,11 @@ def gpu_key(device: str) -> str:
 
 
 class GpuLock:
-    def __init__(self, root: str | Path, key: str, emit=None):
+    def __init__(self, root: str | Path, key: str, emit=None, drain=None):
         self.dir = Path(root)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.key, self.emit = key, emit
+        self.drain = drain  # waits for this process's queued GPU work (torch.cuda.synchronize)
         self.waited_s = 0.0
 
     def _acquire(self, name: str, mode: int) -> int:
@@ -72,13 +74,23 @@ class GpuLock:
         finally:
             self._release(gate)
 
+    def _leave(self, fd: int) -> None:
+        # Kernels are asynchronous: work queued under the lock must finish before the lock goes,
+        # or it would run inside the next holder's timed region.
+        if self.drain is not None:
+            try:
+                self.drain()
+            except Exception:  # noqa: BLE001 - a dead context: the error that killed it propagates
+                pass
+        self._release(fd)
+
     @contextmanager
     def shared(self):
         fd = self._enter(fcntl.LOCK_SH)
         try:
             yield
         finally:
-            self._release(fd)
+            self._leave(fd)
 
     @contextmanager
     def exclusive(self):
@@ -86,7 +98,7 @@ class GpuLock:
         try:
             yield
         finally:
-            self._release(fd)
+            self._leave(fd)
 
 
 class NoLock:
@@ -103,4 +115,5 @@ def for_worker(cfg: dict, device: str, emit) -> GpuLock | NoLock:
     root = cfg.get("gpu_lock")
     if not root or not device.startswith("cuda"):
         return NoLock()
-    return GpuLock(root, gpu_key(device), emit)
+    import torch
+    return GpuLock(root, gpu_key(device), emit, drain=torch.cuda.synchronize)

@@ -77,3 +77,32 @@ def test_eager_compile_candidate(op, shapes, record):
                clocks=res.env.get("clocks"), wall=res.wall_s)
         assert s.time_us and s.eager_us and s.compile_us
         assert not s.impossible
+
+
+def test_parallel_evaluations_measure_what_one_alone_measures(record):
+    """The GPU lock's promise (aka/evaluate/gpulock.py): evaluations run at once overlap their
+    checks but never their timed rounds, so each measures what it would measure alone. One
+    evaluation alone, then four of the same kernel at once: every shape's median within 5% (2%
+    above 100 us) of the solo run, and the waits prove that the timings took turns."""
+    from concurrent.futures import ThreadPoolExecutor
+    shapes = "1,9,14"
+
+    def one():
+        return evaluate("rms_norm", kernel("rms_norm"), shapes=shapes,
+                        config=EvalConfig(device="cuda", baselines=False))
+
+    solo = one()
+    assert solo.status == "pass", solo.reason
+    with ThreadPoolExecutor(4) as pool:
+        many = list(pool.map(lambda _: one(), range(4)))
+    assert all(r.status == "pass" for r in many), [r.reason for r in many]
+    waits = [r.wall_s.get("gpu_wait_s", 0.0) for r in many]
+    base = {s.id: s.time_us for s in solo.shapes}
+    for r in many:
+        for s in r.shapes:
+            limit = 0.02 if base[s.id] > 100 else 0.05
+            spread = abs(s.time_us - base[s.id]) / base[s.id]
+            record("parallel", shape=s.id, solo_us=base[s.id], parallel_us=s.time_us, spread=spread, limit=limit,
+                   gpu_wait_s=r.wall_s.get("gpu_wait_s", 0.0), total_s=r.wall_s.get("total_s"))
+            assert spread <= limit, f"shape {s.id}: {s.time_us:.2f} us in parallel vs {base[s.id]:.2f} alone"
+    assert sum(w > 0 for w in waits) >= 1, f"no evaluation ever waited for the GPU: {waits}"
