@@ -14,6 +14,9 @@ worker never leaves the GPU locked. Waiting emits a progress message every few s
 `gpu_wait`; the sandbox neither counts that as idleness nor charges it to the evaluation's time
 limit.
 
+What the lock cannot isolate is the host: the un-graphed per-call time (`eager_call_us`), which
+measures launch cost on purpose, can see other evaluations' processes on the CPU.
+
 Kernels are asynchronous, so a holder drains its GPU work (`torch.cuda.synchronize`) before it
 lets go. A single evaluation pays one uncontended `flock` per stage: nothing measurable.
 """
