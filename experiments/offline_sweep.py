@@ -4,24 +4,24 @@ knowledge base's own table: how close its best kernel per op gets to the measure
 
     python experiments/offline_sweep.py --ops rms_norm,silu_and_mul,... --iters 6 --jobs 6 --out DIR
 
-For each op: every knowledge-base kernel of the op evaluated untuned (defaults) on all shapes,
-then `aka optimize op=<op> shape=all model=offline iters=N` in its own process. Objectives are the
+For each op: every knowledge-base kernel of the op untuned (defaults) on all shapes, then
+`aka optimize op=<op> shape=all model=offline iters=N n=K` in its own process. Objectives are the
 importance-weighted geomean of sol_fraction over the op's shapes (aka/agent/objective.py); eager
 and compile get the same aggregate from the times the harness measured for the same shapes.
 With --jobs > 1 several ops run at once: their checks share the GPU and their timings take turns
 under the harness's GPU lock (aka/evaluate/gpulock.py), so no timed region overlaps another.
 
-Writes DIR/offline_sweep.{md,json} and DIR/kb_best.md (per op, the best untuned kernel's fraction
-of the *measured* ceiling on the large shapes, those whose roofline time is >= 10 us, and its
-weighted objective against torch.compile's). Results are written after every op, so a run cut
-short keeps what finished. Without a GPU it refuses: there is nothing to measure.
+The untuned side comes from the kernels' recorded H200 results (`aka kb verify --device cuda`,
+run here for kernels that lack current ones). Writes DIR/offline_sweep.{md,json} and
+DIR/kb_best.md (aka/kb/best.py: per op, the best kernel's fraction of the *measured* ceiling on
+the large shapes and its objective against torch.compile's). Results are written after every op,
+so a run cut short keeps what finished. Without a GPU it refuses: there is nothing to measure.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import threading
@@ -31,46 +31,21 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-LARGE_SOL_US = 10.0  # "prefill-sized": the roofline time is well above launch latency
-
-
-def baseline_objective(res, problem, which: str) -> float | None:
-    from aka.evaluate.stats import geomean
-    vals, ws = [], []
-    for s in res.shapes:
-        t = s.eager_us if which == "eager" else s.compile_us
-        if not (t and s.sol_us):
-            return None
-        vals.append(s.sol_us / t)
-        ws.append(problem.shapes[s.id].weight if s.id in problem.shapes else 1.0)
-    return geomean(vals, ws) if vals else None
-
-
-def shape_rows(res) -> list[dict]:
-    keep = ("id", "label", "time_us", "sol_us", "sol_fraction", "sol_fraction_measured", "bound", "eager_us",
-            "compile_us", "speedup_compile")
-    return [{k: getattr(s, k, None) for k in keep} for s in res.shapes]
 
 
 def kb_untuned(op: str, log) -> dict:
-    """Every knowledge-base kernel of `op` with its default parameters, on all shapes."""
-    from aka.agent.objective import score
-    from aka.evaluate.api import EvalConfig, evaluate
-    from aka.problem import REPO_ROOT, load_problem
+    """The knowledge base's kernels for `op` with their default parameters: their recorded H200
+    results (`aka kb verify --device cuda`), evaluated first where missing or stale."""
+    from aka.kb.best import best_table
+    from aka.kb.verify import verify
+    from aka.problem import REPO_ROOT
     t0 = time.time()
-    prob = load_problem(op)
-    weights = {s.id: s.weight for s in prob.shapes.values()}
-    best_untuned, best_name, base, best_rows, statuses = None, None, {}, [], {}
-    for k in sorted((REPO_ROOT / "knowledge_base" / "kernels" / op).glob("*.py")):
-        res = evaluate(prob, k, config=EvalConfig(device="cuda"))
-        statuses[k.stem] = res.status
-        sc = score(res, weights, "cuda")
-        log(f"{op}: {k.stem} untuned: {res.status}, objective {sc.value}")
-        if sc.value is not None and (best_untuned is None or sc.value > best_untuned):
-            best_untuned, best_name, best_rows = sc.value, k.stem, shape_rows(res)
-            base = {w: baseline_objective(res, prob, w) for w in ("eager", "compile")}
-    return {"op": op, "eager": base.get("eager"), "compile": base.get("compile"), "best_kb_untuned": best_untuned,
-            "best_kb_kernel": best_name, "kb_statuses": statuses, "best_kb_shapes": best_rows,
+    root = REPO_ROOT / "knowledge_base"
+    done = verify(root, "cuda", op=op)
+    log(f"{op}: knowledge-base kernels: " + ", ".join(f"{p.stem} {s}" for p, s in done))
+    best = next((r for r in best_table(root, "cuda") if r["op"] == op), None)
+    return {"op": op, "eager": best and best["eager"], "compile": best and best["compile"],
+            "best_kb_untuned": best and best["objective"], "best_kb_kernel": best and best["kernel"], "kb": best,
             "offline_tuned": None, "optimize_rc": None, "kb_wall_s": round(time.time() - t0, 1)}
 
 
@@ -96,37 +71,22 @@ def _f(v, spec=".3f"):
 
 
 def write_tables(rows: list[dict], out: Path, prov: str) -> None:
-    rows = sorted(rows, key=lambda r: r.get("op"))
+    from aka.kb.best import markdown
+    rows = sorted(rows, key=lambda r: r["op"])
     (out / "offline_sweep.json").write_text(json.dumps(rows, indent=1))
     lines = ["| op | eager | torch.compile | best KB kernel, untuned | offline proposer | proposer / compile |",
              "|---|---|---|---|---|---|"]
     for r in rows:
         if r.get("optimize_rc") is None:
             continue
-        ratio = r.get("offline_tuned") / r.get("compile") if r.get("offline_tuned") and r.get("compile") else None
-        lines.append(f"| {r.get('op')} | {_f(r.get('eager'))} | {_f(r.get('compile'))} | {_f(r.get('best_kb_untuned'))} "
+        ratio = r["offline_tuned"] / r["compile"] if r.get("offline_tuned") and r.get("compile") else None
+        lines.append(f"| {r['op']} | {_f(r.get('eager'))} | {_f(r.get('compile'))} | {_f(r.get('best_kb_untuned'))} "
                      f"({r.get('best_kb_kernel')}) | {_f(r.get('offline_tuned'))} | {_f(ratio, '.2f')} |")
     (out / "offline_sweep.md").write_text(
         "# Offline proposer sweep\n\n" + prov + "\n\nObjective: importance-weighted geomean of sol_fraction "
         "(datasheet roofline) over all the op's shapes, cold L2. Produced by experiments/offline_sweep.py.\n\n"
         + "\n".join(lines) + "\n")
-    kb = ["| op | best KB kernel | large shapes | fraction of measured ceiling on them (median, min) "
-          "| objective / compile's | ≥ 0.85 and beats compile |", "|---|---|---|---|---|---|"]
-    for r in rows:
-        large = [s for s in r.get("best_kb_shapes", []) if (s.get("sol_us") or 0) >= LARGE_SOL_US
-                 and s.get("sol_fraction_measured")]
-        fr = [s["sol_fraction_measured"] for s in large]
-        med = statistics.median(fr) if fr else None
-        vs = r.get("best_kb_untuned") / r.get("compile") if r.get("best_kb_untuned") and r.get("compile") else None
-        ok = med is not None and vs is not None and med >= 0.85 and vs > 1.0
-        kb.append(f"| {r.get('op')} | {r.get('best_kb_kernel')} | {len(large)} | {_f(med, '.2f')}, {_f(min(fr) if fr else None, '.2f')} "
-                  f"| {_f(vs, '.2f')} | {'yes' if ok else 'no'} |")
-    (out / "kb_best.md").write_text(
-        "# Best knowledge-base kernel per op on the H200\n\n" + prov + "\n\nLarge shapes: roofline time >= "
-        f"{LARGE_SOL_US:.0f} us. Fraction of the measured ceiling: sol_fraction_measured (the roofline with "
-        "`aka hw calibrate`'s copy bandwidth and matmul rates). Objective / compile's: the weighted geomean "
-        "of sol_fraction over all shapes, kernel against torch.compile (> 1: faster on the weighted set).\n\n"
-        + "\n".join(kb) + "\n")
+    (out / "kb_best.md").write_text(markdown([r["kb"] for r in rows if r.get("kb")], prov))
 
 
 def main() -> int:

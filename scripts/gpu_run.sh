@@ -4,7 +4,8 @@
 #   mkdir -p /tmp/gpu && tar xzf <files_at>/results.tgz -C /tmp/gpu
 #   python scripts/collect_gpu.py /tmp/gpu/harness        # measurement tables (issues 2, 3)
 #   aka bench report /tmp/gpu/bench/run                    # suite baselines: REPORT.md + plots (issue 4)
-#   tar xzf /tmp/gpu/kb/results_json.tgz                   # H200 verdicts next to each KB kernel (issue 5)
+#   tar xzf /tmp/gpu/kb/results_json.tgz                   # H200 results next to each KB kernel (issue 5)
+#   aka kb best --out knowledge_base/KERNELS_H200.md       # the best kernel per op, from those results
 #   cp /tmp/gpu/sweep/sweep/*.md /tmp/gpu/sweep/sweep/*.json experiments/results/h200/   # issues 5, 6
 #   cp -r /tmp/gpu/cache .gpucache                         # carry calibration + baselines into the next call
 #
@@ -82,7 +83,7 @@ if [[ $modes == *" bench "* || $modes == *" bench1 "* || $modes == *" bench2 "* 
 fi
 if [[ $modes == *" kb "* ]]; then
   d=$W/kb; mkdir -p "$d"; prov "$d"; calib "$d"
-  step "$d/kb_verify.log" python3 -m aka.cli kb verify --device cuda --jobs ${AKA_JOBS:-8} ${AKA_KB_FLAGS:---no-timing}
+  step "$d/kb_verify.log" python3 -m aka.cli kb verify --device cuda --jobs ${AKA_JOBS:-8} ${AKA_KB_FLAGS:-}
   tail -15 "$d/kb_verify.log"
   tar czf "$d/results_json.tgz" knowledge_base/kernels/*/*.results.json 2>/dev/null
 fi

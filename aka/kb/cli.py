@@ -58,6 +58,12 @@ def add_parser(sub) -> None:
     v.add_argument("--no-timing", action="store_true", help="correctness verdicts only (GPU: no timing)")
     v.set_defaults(func=cmd_verify)
 
+    b = ks.add_parser("best", help="per op, the best kernel on a GPU from the recorded verify results")
+    common(b)
+    b.add_argument("--device", default="cuda", help="whose recorded results (default cuda)")
+    b.add_argument("--out", default=None, help="also write the markdown table here")
+    b.set_defaults(func=cmd_best)
+
     c = ks.add_parser("compile-check", help="compile every kernel for a GPU target without a GPU (errors, regs, spills)")
     c.add_argument("--op", default=None, help="only kernels of this op")
     c.add_argument("--sm", type=int, default=90, help="compute capability (default 90: H100/H200)")
@@ -214,3 +220,21 @@ def cmd_verify(args) -> int:
         console.print(f"  {p.parent.name}/{p.name}: {s}", markup=False)
     return 1 if bad else 0
 
+
+
+def cmd_best(args) -> int:
+    from aka.kb.best import best_table, markdown
+    console = _console()
+    rows = best_table(_root(args), args.device)
+    if not rows:
+        console.print(f"no current, passing {args.device} results: run `aka kb verify --device {args.device}` first")
+        return 1
+    gpus = sorted({str(r["gpu"]) for r in rows})
+    dates = sorted(str(r["date"]) for r in rows if r.get("date"))
+    prov = f"GPU {', '.join(gpus)}; results recorded {dates[0]} to {dates[-1]}" if dates else f"GPU {', '.join(gpus)}"
+    text = markdown(rows, prov)
+    if args.out:
+        Path(args.out).write_text(text)
+        console.print(f"wrote {args.out}")
+    console.print(text, markup=False, highlight=False)
+    return 0

@@ -17,7 +17,8 @@ from pathlib import Path
 from aka.kb.chunks import as_list, kb_files
 from aka.problem import BENCH_OPS
 
-SHAPE_KEYS = ("id", "label", "correct", "sol_fraction", "speedup_eager", "speedup_compile", "time_us", "reason")
+SHAPE_KEYS = ("id", "label", "correct", "time_us", "sol_us", "sol_fraction", "sol_fraction_measured", "eager_us",
+              "compile_us", "speedup_eager", "speedup_compile", "bound", "reason")
 
 
 def kernel_paths(root: Path, op: str | None = None) -> list[Path]:

@@ -1,0 +1,87 @@
+"""`aka kb best`: per operator, the knowledge base's best kernel on a GPU, from its recorded results.
+
+Reads the `<kernel>.results.json` entries that `aka kb verify --device cuda` wrote (current ones
+only: the kernel's source hash must match), and for every operator picks the kernel with the
+highest objective, the importance-weighted geomean of sol_fraction over the op's shapes (the
+agent's objective, aka/agent/objective.py). Beside it:
+
+  * torch.compile's and eager's objective over the same shapes (sol_us / their time), and the
+    kernel's objective over compile's (> 1: faster than torch.compile on the weighted shape set);
+  * the fraction of the *measured* ceiling (`sol_fraction_measured`: the roofline with `aka hw
+    calibrate`'s copy bandwidth and matmul rates) on the op's large shapes, those whose roofline
+    time is at least LARGE_SOL_US, where the ceiling and not launch latency is what limits;
+  * `meets`: that median >= 0.85 and the kernel beats compile (the knowledge base's target).
+"""
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from aka.evaluate.stats import geomean
+
+LARGE_SOL_US = 10.0
+TARGET = 0.85
+
+
+def _wgeo(pairs: list[tuple[float | None, float]]) -> float | None:
+    if not pairs or any(v is None or v <= 0 for v, _ in pairs):
+        return None
+    return geomean([v for v, _ in pairs], [w for _, w in pairs])
+
+
+def summarize(shapes: list[dict], weights: dict[str, float]) -> dict:
+    """Objectives and the large-shape ceiling fraction of one kernel's per-shape results."""
+    w = [weights.get(str(s.get("id")), 1.0) for s in shapes]
+    obj = _wgeo([(s.get("sol_fraction"), wi) for s, wi in zip(shapes, w)])
+    ratio = lambda s, k: (s["sol_us"] / s[k]) if s.get("sol_us") and s.get(k) else None  # noqa: E731
+    comp = _wgeo([(ratio(s, "compile_us"), wi) for s, wi in zip(shapes, w)])
+    eager = _wgeo([(ratio(s, "eager_us"), wi) for s, wi in zip(shapes, w)])
+    large = [s["sol_fraction_measured"] for s in shapes
+             if (s.get("sol_us") or 0) >= LARGE_SOL_US and s.get("sol_fraction_measured")]
+    med = statistics.median(large) if large else None
+    vs = obj / comp if obj and comp else None
+    return {"objective": obj, "compile": comp, "eager": eager, "vs_compile": vs, "large_shapes": len(large),
+            "large_median": med, "large_min": min(large) if large else None,
+            "meets": bool(med is not None and vs is not None and med >= TARGET and vs > 1.0)}
+
+
+def best_table(root: Path, device: str = "cuda") -> list[dict]:
+    """One row per operator that has current, passing `device` results."""
+    from aka.kb.verify import kernel_op, kernel_paths, read_results, source_hash
+    from aka.problem import load_problem
+    by_op: dict[str, list[tuple[Path, dict]]] = {}
+    for p in kernel_paths(root):
+        e = read_results(p).get("devices", {}).get(device) or {}
+        if e.get("status") == "pass" and e.get("source_hash") == source_hash(p) and e.get("shapes"):
+            by_op.setdefault(kernel_op(p), []).append((p, e))
+    rows = []
+    for op, entries in sorted(by_op.items()):
+        weights = {s.id: s.weight for s in load_problem(op).shapes.values()}
+        scored = [(p, e, summarize(e["shapes"], weights)) for p, e in entries]
+        scored.sort(key=lambda t: t[2]["objective"] or 0.0, reverse=True)
+        p, e, summ = scored[0]
+        rows.append({"op": op, "kernel": p.stem, "kernels": len(entries), "gpu": e.get("gpu"),
+                     "date": e.get("date"), "shapes": len(e["shapes"]), **summ})
+    return rows
+
+
+def _f(v, spec=".2f"):
+    return "-" if v is None else format(v, spec)
+
+
+def markdown(rows: list[dict], provenance: str = "") -> str:
+    met = sum(r["meets"] for r in rows)
+    lines = ["# Best knowledge-base kernel per op", "", provenance, "",
+             f"Produced by `aka kb best` from the results `aka kb verify --device cuda` recorded. Large shapes: "
+             f"roofline time >= {LARGE_SOL_US:.0f} us. Fraction of the measured ceiling: `sol_fraction_measured`. "
+             "Objective: importance-weighted geomean of sol_fraction over all the op's shapes; compile's is the "
+             f"same over torch.compile's times. Meets: median >= {TARGET} and faster than compile. "
+             f"**{met} of {len(rows)} ops meet it.**", "",
+             "| op | best kernel (of n) | shapes | objective | compile | eager | ×compile | large shapes "
+             "| of measured ceiling: median, min | meets |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['op']} | {r['kernel']} ({r['kernels']}) | {r['shapes']} | {_f(r['objective'], '.3f')} "
+                     f"| {_f(r['compile'], '.3f')} | {_f(r['eager'], '.3f')} | {_f(r['vs_compile'])} "
+                     f"| {r['large_shapes']} | {_f(r['large_median'])}, {_f(r['large_min'])} "
+                     f"| {'yes' if r['meets'] else 'no'} |")
+    return "\n".join(lines) + "\n"
