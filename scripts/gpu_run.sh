@@ -3,11 +3,8 @@
 # most 8 files). Then, here:
 #   mkdir -p /tmp/gpu && tar xzf <files_at>/results.tgz -C /tmp/gpu
 #   python scripts/collect_gpu.py /tmp/gpu/harness        # measurement tables (issues 2, 3)
-#   aka bench report /tmp/gpu/bench/run                    # suite baselines: REPORT.md + plots (issue 4)
-#   tar xzf /tmp/gpu/kb/results_json.tgz                   # H200 results next to each KB kernel (issue 5)
-#   aka kb best --out knowledge_base/KERNELS_H200.md       # the best kernel per op, from those results
-#   cp /tmp/gpu/sweep/sweep/*.md /tmp/gpu/sweep/sweep/*.json experiments/results/h200/   # issues 5, 6
-#   cp -r /tmp/gpu/cache .gpucache                         # carry calibration + baselines into the next call
+#   python scripts/collect_runs.py /tmp/gpu [--reweigh]   # bench report, KB results + `aka kb best`,
+#                                                         # sweep and agent runs, .gpucache for the next call
 #
 #   device: bash scripts/gpu_run.sh MODE...
 #   MODE: harness | evals | agent1 | sweep | kb | bench | bench1 | bench2

@@ -1,0 +1,92 @@
+"""Put a device call's benchmark, knowledge-base, sweep and agent results where the repo keeps them.
+
+    mkdir -p /tmp/gpu && tar xzf <files_at>/results.tgz -C /tmp/gpu
+    python scripts/collect_runs.py /tmp/gpu [--reweigh]
+
+Whatever of these the call produced (scripts/gpu_run.sh modes) is collected:
+  bench/   -> bench/results/h200/baselines/ (records, run.json, provenance, log), then
+              `aka bench report` there; --reweigh also runs `aka bench weigh --times` on it,
+              rewriting bench/weights.json from the measured eager times
+  kb/      -> the H200 entries of knowledge_base/kernels/*/*.results.json, then
+              `aka kb best --out knowledge_base/KERNELS_H200.md`
+  sweep/   -> experiments/results/h200/sweep/ (tables, JSON, per-op optimize logs and runs)
+  agent1/  -> experiments/results/h200/optimize-rms_norm-4096/
+  cache/   -> .gpucache/ (calibration and baselines, to carry into the next call)
+harness/ is collect_gpu.py's. Nothing here measures: it moves files and runs the repo's commands.
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def aka(repo: Path, *args: str) -> int:
+    print("+ aka", " ".join(args))
+    rc = subprocess.run([sys.executable, "-m", "aka.cli", *args], cwd=repo).returncode
+    if rc:
+        print(f"  (exit {rc})")
+    return rc
+
+
+def replace_dir(src: Path, dest: Path) -> None:
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(src, dest)
+    print(f"{src} -> {dest}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("src", help="the unpacked results.tgz")
+    ap.add_argument("--reweigh", action="store_true", help="rewrite bench/weights.json from the measured times")
+    ap.add_argument("--repo", default=str(REPO), help="where the results go (default: this checkout)")
+    a = ap.parse_args()
+    repo = Path(a.repo).resolve()
+    src = Path(a.src)
+    if (src / "bench" / "run" / "records.jsonl").exists():
+        dest = repo / "bench" / "results" / "h200" / "baselines"
+        replace_dir(src / "bench" / "run", dest)
+        for name in ("provenance.txt", "bench.log"):
+            if (src / "bench" / name).exists():
+                shutil.copy(src / "bench" / name, dest / name)
+        if (src / "steps.txt").exists():
+            shutil.copy(src / "steps.txt", dest / "steps.txt")
+        aka(repo, "bench", "report", str(dest))
+        if a.reweigh:
+            aka(repo, "bench", "weigh", "--workload", "bench/workloads/serving_mix.yaml", "--times", str(dest))
+    kb = src / "kb" / "results_json.tgz"
+    if kb.exists():
+        with tarfile.open(kb) as t:
+            members = [m for m in t.getmembers() if m.isfile() and m.name.startswith("knowledge_base/kernels/")
+                       and m.name.endswith(".results.json") and ".." not in m.name]
+            t.extractall(repo, members=members, filter="data")
+        print(f"{len(members)} knowledge-base results files updated")
+        if (src / "kb" / "kb_verify.log").exists():
+            shutil.copy(src / "kb" / "kb_verify.log", repo / "knowledge_base" / "KERNELS_H200.log")
+        aka(repo, "kb", "best", "--out", "knowledge_base/KERNELS_H200.md")
+    if (src / "sweep" / "sweep").is_dir():
+        dest = repo / "experiments" / "results" / "h200" / "sweep"
+        replace_dir(src / "sweep" / "sweep", dest)
+        for name in ("provenance.txt", "sweep.log"):
+            if (src / "sweep" / name).exists():
+                shutil.copy(src / "sweep" / name, dest / name)
+    run = src / "agent1" / "runs" / "rms_norm-4096"
+    if run.is_dir():
+        dest = repo / "experiments" / "results" / "h200" / "optimize-rms_norm-4096"
+        replace_dir(run, dest)
+        for name in ("provenance.txt", "optimize.log"):
+            if (src / "agent1" / name).exists():
+                shutil.copy(src / "agent1" / name, dest / name)
+    if (src / "cache").is_dir():
+        replace_dir(src / "cache", repo / ".gpucache")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
