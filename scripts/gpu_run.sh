@@ -12,8 +12,8 @@
 # One device call runs 10 minutes at most. Every step runs under `timeout` against a deadline
 # (AKA_DEADLINE_S seconds after start, default 560) so the archive is always written, even when
 # a step is cut short; steps write their results as they go (bench and kb resume from them).
-# Caches travel between calls: set AKA_CACHE_DIR to a folder carried in (e.g. .gpucache, listed
-# in .git/info/exclude); it holds the calibration and the eager/compile baseline times, and
+# Caches travel between calls: set AKA_CACHE_DIR to a folder carried in (.gpucache, which git
+# ignores); it holds the calibration and the eager/compile baseline times, and
 # comes back inside results.tgz as cache/.
 set -uo pipefail
 : "${OUT:?set OUT to a results folder}"
