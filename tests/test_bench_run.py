@@ -27,10 +27,13 @@ def test_bench_run_candidates_over_mixed_suite_and_resume(tmp_path, capsys):
     assert s["score"] == 0.0  # untimed shapes score nothing: correctness alone is not speed
     report = (out / "REPORT.md").read_text()
     assert "| honest |" in report and "atrex_fused_add_rms_norm" in report
-    # resume: a second run adds nothing
+    assert "Wall time: " in report and "invocation(s)" in report
+    # resume: a second run adds nothing, and its invocation is on the record with its wall time
     n = len(rows)
     assert main(args) == 0
     assert len(load_records(out)) == n
+    segs = json.loads((out / "run.json").read_text())["segments"]
+    assert len(segs) == 2 and all(s["wall_s"] >= 0 for s in segs) and segs[1]["records_after"] == n
 
 
 def test_bench_list_runs_on_a_fresh_tree(capsys):

@@ -24,7 +24,7 @@ def write_report(run_dir: Path) -> Path:
              f"GPU {env.get('gpu') or 'none (CPU interpreter)'}, torch {env.get('torch')}, triton {env.get('triton')}, "
              f"git {env.get('git_sha')}, {env.get('date')}. Weights: {meta.get('weights_source', '?')}.",
              f"Shapes: {meta.get('shapes', '?')}. Records: `{run_dir.name}/records.jsonl`. Produced by "
-             f"`aka bench run` then `aka bench report`.", "",
+             f"`aka bench run` then `aka bench report`.", _wall_line(meta), "",
              "## Aggregate", "", "| impl | score (Σ w·geomean SOL) | pass | fallback | "
              + " | ".join(f"fast_{p:g} eager" for p in FAST_P) + " | "
              + " | ".join(f"fast_{p:g} compile" for p in FAST_P) + " |",
@@ -51,6 +51,15 @@ def write_report(run_dir: Path) -> Path:
     out = run_dir / "REPORT.md"
     out.write_text("\n".join(lines) + "\n")
     return out
+
+
+def _wall_line(meta: dict) -> str:
+    segs = [s for s in meta.get("segments", []) if s.get("wall_s") is not None]
+    if not segs:
+        return "Wall time: not recorded (the run was interrupted, or predates the record)."
+    parts = ", ".join(f"{s['wall_s']:.0f} s (--jobs {s.get('jobs')}, {s.get('records_after', 0) - s.get('records_before', 0)} "
+                      "records)" for s in segs)
+    return f"Wall time: {sum(s['wall_s'] for s in segs):.0f} s in {len(segs)} invocation(s): {parts}."
 
 
 def _roof(rows):

@@ -94,10 +94,16 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
     shapes = opts.shapes or ("small" if device == "cpu" else None)
     opts.out.mkdir(parents=True, exist_ok=True)
     done = {(r["impl"], r["op"], r["shape"], r["device"]) for r in load_records(opts.out)}
+    meta_path = opts.out / "run.json"
+    try:
+        segments = json.loads(meta_path.read_text()).get("segments", []) if meta_path.exists() else []
+    except json.JSONDecodeError:
+        segments = []
+    seg = {"started": time.time(), "jobs": opts.jobs, "git_sha": git_sha(), "records_before": len(done)}
     meta = {"suite": str(suite.root), "impls": opts.impls, "device": device, "shapes": shapes or "all",
-            "weights_source": suite.weights_source, "git_sha": git_sha(), "started": time.time(),
-            "jobs": opts.jobs}
-    (opts.out / "run.json").write_text(json.dumps(meta, indent=2))
+            "weights_source": suite.weights_source, "git_sha": seg["git_sha"], "started": seg["started"],
+            "jobs": opts.jobs, "segments": segments + [seg]}
+    meta_path.write_text(json.dumps(meta, indent=2))
     cfg = EvalConfig(device=device)
     cfg.sandbox.timeout_s = opts.timeout_s
     want_base = [i for i in opts.impls if i in BASELINES]
@@ -148,6 +154,11 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
         else:
             for problem in suite.problems:
                 one_problem(problem, sink)
+    # Every invocation (a resumed run has several) with its wall time: "the suite takes N s" is a
+    # figure of the run, not a guess.
+    seg.update(finished=time.time(), wall_s=round(time.time() - seg["started"], 1),
+               records_after=len(load_records(opts.out)))
+    meta_path.write_text(json.dumps(meta, indent=2))
     return _records_path(opts.out)
 
 
