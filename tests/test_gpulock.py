@@ -127,3 +127,15 @@ def test_queued_work_is_drained_before_the_lock_goes(tmp_path):
             raise ValueError("candidate crashed")
     with GpuLock(tmp_path, "gpu0").exclusive():  # and the lock was released all the same
         pass
+
+
+def test_an_unwritable_lock_directory_degrades_to_no_lock_with_a_reason(tmp_path, monkeypatch):
+    import aka.evaluate.gpulock as gl
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("a file where the lock directory should be")
+    monkeypatch.setattr(gl, "gpu_key", lambda device: "gpu0")
+    lk = gl.for_worker({"gpu_lock": str(blocker / "locks")}, "cuda", None)
+    assert isinstance(lk, gl.NoLock) and "GPU lock unavailable" in lk.reason
+    assert isinstance(gl.for_worker({"gpu_lock": str(tmp_path)}, "cpu", None), gl.NoLock)  # CPU: none needed
+    with lk.shared(), lk.exclusive():
+        pass

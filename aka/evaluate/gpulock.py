@@ -107,6 +107,9 @@ class GpuLock:
 class NoLock:
     waited_s = 0.0
 
+    def __init__(self, reason: str = ""):
+        self.reason = reason  # why there is no lock where one was asked for ("" when none was)
+
     @contextmanager
     def shared(self):
         yield
@@ -119,4 +122,7 @@ def for_worker(cfg: dict, device: str, emit) -> GpuLock | NoLock:
     if not root or not device.startswith("cuda"):
         return NoLock()
     import torch
-    return GpuLock(root, gpu_key(device), emit, drain=torch.cuda.synchronize)
+    try:
+        return GpuLock(root, gpu_key(device), emit, drain=torch.cuda.synchronize)
+    except OSError as e:  # an unwritable cache directory must not fail every evaluation
+        return NoLock(f"GPU lock unavailable ({e}); evaluations run in parallel on this GPU would overlap")

@@ -429,6 +429,8 @@ class Worker:
         self.res.env = self.environment()
         from aka.evaluate.gpulock import for_worker
         self.gpu = for_worker(self.cfg, self.device, self.emit)
+        if getattr(self.gpu, "reason", ""):
+            self.res.notes.append(self.gpu.reason)
         if self.spec.get("mode") == "baselines":
             return self.run_baselines(shapes, t_start)
         if self.device == "cpu":
