@@ -238,10 +238,11 @@ def time_shapes(worker, shapes) -> None:
         worker.progress("timing", shape.id)
         sr = worker.shape_results[shape.id]
         baselines_only = worker.spec.get("mode") == "baselines"
-        if baselines_only:
-            ref, cand = worker.rt.make_reference(shape.to_spec), None
-        else:
-            ref, cand = worker.build_candidate(shape.to_spec)
+        with gpu.shared():  # building modules moves weights to the GPU: not during another's timing
+            if baselines_only:
+                ref, cand = worker.rt.make_reference(shape.to_spec), None
+            else:
+                ref, cand = worker.build_candidate(shape.to_spec)
         cache_path = _baseline_cache_path(worker, shape)
         cached = None
         if cache_path and cache_path.exists() and not worker.cfg.get("fresh_baselines"):
