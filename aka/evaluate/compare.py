@@ -3,7 +3,10 @@
 Runs inside the sandboxed worker, so it imports torch only. Every comparison is done in float64,
 on the reference's device (the GPU in the worker: a 134M-element output compares in milliseconds
 there, seconds on the host), on tensors the harness owns, after a device-wide synchronize: no
-candidate code or kernel runs while a comparison does.
+candidate code or kernel runs while a comparison does. Its float64 temporaries are freed without
+poisoning: they hold the answer for inputs the candidate has already been judged on, and no later
+call reuses those inputs against the reference (each draw, stage and timing set is drawn fresh;
+the repeat check compares the candidate with its own first output).
 
 A check passes only if all of these hold:
   * same shape (dtype may differ only where the mode allows it),
