@@ -7,7 +7,9 @@
 #                                                         # sweep and agent runs, .gpucache for the next call
 #
 #   device: bash scripts/gpu_run.sh MODE...
-#   MODE: harness | evals | agent1 | sweep | kb | bench | bench1 | bench2
+#   MODE: harness | adv | evals | agent1 | sweep | kb | bench | bench1 | bench2
+#   (adv: the GPU adversarial suite and the parallel-timing test only, without the slower
+#   measurement tests of harness)
 #
 # One device call runs 10 minutes at most. Every step runs under `timeout` against a deadline
 # (AKA_DEADLINE_S seconds after start, default 560) so the archive is always written, even when
@@ -50,6 +52,14 @@ if [[ $modes == *" harness "* ]]; then
   # tests/test_agent_e2e.py's gpu test (a whole offline run, ~4 min) runs on its own: agent1 covers it
   step "$d/pytest_gpu.log" python3 -m pytest -m gpu tests/gpu tests/test_adversarial.py -q \
     -p no:cacheprovider --junitxml="$d/junit_gpu.xml"
+  tail -6 "$d/pytest_gpu.log"
+  unset AKA_GPU_RESULTS
+fi
+if [[ $modes == *" adv "* ]]; then
+  d=$W/harness; mkdir -p "$d"; prov "$d"; export AKA_GPU_RESULTS=$d/gpu_results.jsonl; calib "$d"
+  step "$d/pytest_gpu.log" python3 -m pytest -m gpu tests/test_adversarial.py \
+    "tests/gpu/test_measurement_gpu.py::test_parallel_evaluations_measure_what_one_alone_measures" \
+    -q -p no:cacheprovider --junitxml="$d/junit_gpu.xml"
   tail -6 "$d/pytest_gpu.log"
   unset AKA_GPU_RESULTS
 fi
