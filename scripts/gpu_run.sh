@@ -7,7 +7,9 @@
 #                                                         # sweep and agent runs, .gpucache for the next call
 #
 #   device: bash scripts/gpu_run.sh MODE...
-#   MODE: harness | adv | evals | agent1 | sweep | kb | bench | bench1 | bench2
+#   MODE: harness | adv | evals | agent1 | sweep | kb | bench | bench1 | bench2 | benchkb
+#   (benchkb: the suite baselines and `kb verify` at once, the latter in reverse op order so the
+#   two meet mid-suite and share the baseline cache; AKA_BENCH_JOBS / AKA_KB_JOBS split the cores)
 #   (adv: the GPU adversarial suite and the parallel-timing test only, without the slower
 #   measurement tests of harness)
 #
@@ -88,9 +90,21 @@ if [[ $modes == *" bench "* || $modes == *" bench1 "* || $modes == *" bench2 "* 
   rm -rf "$AKA_CACHE_DIR/bench_run"; cp -r "$d/run" "$AKA_CACHE_DIR/bench_run"
   tail -15 "$d/bench.log"
 fi
+if [[ $modes == *" benchkb "* ]]; then
+  d=$W/bench; mkdir -p "$d"; prov "$d"; calib "$d"; k=$W/kb; mkdir -p "$k"; prov "$k"
+  [[ -d $AKA_CACHE_DIR/bench_run ]] && cp -r "$AKA_CACHE_DIR/bench_run" "$d/run"
+  step "$d/bench.log" python3 -m aka.cli bench run --impl reference,compile --jobs ${AKA_BENCH_JOBS:-10} --out "$d/run" &
+  step "$k/kb_verify.log" python3 -m aka.cli kb verify --device cuda --jobs ${AKA_KB_JOBS:-6} --reverse \
+    ${AKA_KB_FIRST:+--first $AKA_KB_FIRST} ${AKA_KB_FLAGS:-} &
+  wait
+  rm -rf "$AKA_CACHE_DIR/bench_run"; cp -r "$d/run" "$AKA_CACHE_DIR/bench_run"
+  tail -15 "$d/bench.log"; tail -25 "$k/kb_verify.log"
+  tar czf "$k/results_json.tgz" knowledge_base/kernels/*/*.results.json 2>/dev/null
+fi
 if [[ $modes == *" kb "* ]]; then
   d=$W/kb; mkdir -p "$d"; prov "$d"; calib "$d"
-  step "$d/kb_verify.log" python3 -m aka.cli kb verify --device cuda --jobs ${AKA_JOBS:-8} ${AKA_KB_FLAGS:-}
+  step "$d/kb_verify.log" python3 -m aka.cli kb verify --device cuda --jobs ${AKA_JOBS:-8} \
+    ${AKA_KB_FIRST:+--first $AKA_KB_FIRST} ${AKA_KB_FLAGS:-}
   tail -15 "$d/kb_verify.log"
   tar czf "$d/results_json.tgz" knowledge_base/kernels/*/*.results.json 2>/dev/null
 fi

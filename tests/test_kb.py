@@ -399,6 +399,21 @@ def test_verify_in_parallel_records_every_kernel(tmp_path):
     assert len(calls) == 2
 
 
+def test_verify_order_first_and_reverse(tmp_path):
+    """--first/--reverse order the work only (a GPU run sharing its baseline cache with a bench
+    run going the other way); every kernel is still verified once."""
+    from aka.kb.verify import verify
+    root = write_kb(tmp_path / "kb")
+    run, calls = _fake_eval("pass")
+    verify(root, "cpu", evaluate_fn=run)
+    assert [c[0] for c in calls] == ["rms_norm", "softmax"]
+    for kw, want in (({"reverse": True}, ["softmax", "rms_norm"]), ({"first": ["softmax"]}, ["softmax", "rms_norm"]),
+                     ({"first": ["rms_norm"], "reverse": True}, ["rms_norm", "softmax"])):
+        calls.clear()
+        verify(root, "cpu", evaluate_fn=run, force=True, **kw)
+        assert [c[0] for c in calls] == want, kw
+
+
 def test_verify_writes_results_and_skips_current(tmp_path):
     from aka.kb.verify import results_path, stats, verify
     root = write_kb(tmp_path / "kb")

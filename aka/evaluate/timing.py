@@ -91,8 +91,13 @@ class ShapeTimer:
         for impl in self.impls:
             try:
                 with torch.no_grad():
-                    for _ in range(3):
+                    for _ in range(2):
                         impl(self.sets[0])
+                    # Once on every input set: a data-dependent reference (MoE routing counts)
+                    # recompiles under torch.compile per value pattern; that belongs to warm-up,
+                    # not to a timed sample, and a compile that fails then fails here, alone.
+                    for s in self.sets:
+                        impl(s)
                 torch.cuda.synchronize()
                 impl.warmed = True
             except Exception as e:  # noqa: BLE001 - a baseline that cannot run is reported, not fatal
@@ -174,10 +179,18 @@ class ShapeTimer:
                 self.refresh(r)
             order = live[r % len(live):] + live[:r % len(live)] if live else []
             for impl in order:
+                if impl.error and not impl.samples:
+                    continue  # failed in an earlier round: dropped, reported
                 per_sample = max(impl.estimate_us, 1.0) * (impl.graph_calls if impl.graph is not None else 1)
                 n = int(TARGET_MS_PER_IMPL * 1000.0 / per_sample / ROUNDS)
                 n = max(MIN_SAMPLES // ROUNDS, min(MAX_SAMPLES // ROUNDS, n))
-                self.sample(impl, max(n, 2))
+                try:
+                    self.sample(impl, max(n, 2))
+                except Exception as e:  # noqa: BLE001 - a baseline failing mid-timing loses its
+                    # own timing (partial samples are not a measurement), not the others'
+                    if impl.name == "candidate":
+                        raise
+                    impl.error, impl.samples = f"{type(e).__name__}: {str(e)[:200]}", []
 
 
 def make_input_sets(rt, shape: dict, seed: int, l2_bytes: int, n: int | None = None) -> list[dict]:

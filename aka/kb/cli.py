@@ -56,6 +56,10 @@ def add_parser(sub) -> None:
                    help="kernels evaluated at once; on one GPU their checks overlap and their timings "
                         "take turns (aka/evaluate/gpulock.py)")
     v.add_argument("--no-timing", action="store_true", help="correctness verdicts only (GPU: no timing)")
+    v.add_argument("--first", default=None, help="comma list of ops whose kernels go first (then the rest)")
+    v.add_argument("--reverse", action="store_true",
+                   help="the rest in reverse op order (meets a `bench run` going forward mid-suite, "
+                        "so the two share the baseline cache instead of timing the same shapes twice)")
     v.set_defaults(func=cmd_verify)
 
     b = ks.add_parser("best", help="per op, the best kernel on a GPU from the recorded verify results")
@@ -212,7 +216,8 @@ def cmd_verify(args) -> int:
             from aka.cli import UserError
             raise UserError("aka kb verify --device cuda needs a CUDA GPU")
     out = verify(_root(args), args.device, op=args.op, force=args.force, console=console, shapes=args.shapes,
-                 timeout_s=args.timeout, jobs=args.jobs, timing=not args.no_timing)
+                 timeout_s=args.timeout, jobs=args.jobs, timing=not args.no_timing,
+                 first=[o for o in (args.first or "").split(",") if o], reverse=args.reverse)
     bad = [(p, s) for p, s in out if s not in ("pass", "skipped")]
     console.print(f"{len(out)} kernels: {sum(s == 'pass' for _, s in out)} pass, "
                   f"{sum(s == 'skipped' for _, s in out)} skipped (current), {len(bad)} not passing")
