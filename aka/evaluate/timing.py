@@ -85,14 +85,26 @@ class ShapeTimer:
         # inside the timed kernel (an 18% spread between two timings of one 20 us kernel, H200).
         torch.sum(self.flush_buf, dtype=torch.int32)
 
-    def warm(self) -> None:
-        """Compile, autotune and allocator warm-up of every implementation: host-heavy work that
-        needs no quiet GPU, so the worker does it under the shared GPU lock (gpulock.py)."""
+    def first_calls(self) -> None:
+        """One call of every implementation: torch.compile's and Triton's compilation, seconds of
+        host work and a few ms of GPU work. The worker holds no GPU lock for it (gpulock.py): a
+        shared hold that long would keep every other evaluation's timing waiting on a CPU."""
         for impl in self.impls:
             try:
                 with torch.no_grad():
-                    for _ in range(2):
-                        impl(self.sets[0])
+                    impl(self.sets[0])
+                torch.cuda.synchronize()
+            except Exception as e:  # noqa: BLE001 - a baseline that cannot run is reported, not fatal
+                impl.error = f"{type(e).__name__}: {str(e)[:200]}"
+
+    def warm(self) -> None:
+        """Autotune and allocator warm-up of every implementation, under the shared GPU lock."""
+        for impl in self.impls:
+            if impl.error:
+                continue
+            try:
+                with torch.no_grad():
+                    impl(self.sets[0])
                     # Once on every input set: a data-dependent reference (MoE routing counts)
                     # recompiles under torch.compile per value pattern; that belongs to warm-up,
                     # not to a timed sample, and a compile that fails then fails here, alone.
@@ -279,6 +291,8 @@ def time_shapes(worker, shapes) -> None:
                             if isinstance(t, torch.Tensor) and k not in worker.meta.get("mutates", []):
                                 t.copy_(new[k])
             timer = ShapeTimer(impls, sets, l2, refresh)
+        timer.first_calls()
+        with gpu.shared():
             timer.warm()
         with gpu.exclusive():
             timer.run()

@@ -300,31 +300,8 @@ class Worker:
             sr = self.shape_results[shape.id]
             t0 = time.perf_counter()
             try:
-                ref, cand = self.build_candidate(shape.to_spec)
-                prints = []
-                for d in range(draws):
-                    out_c, out_r, why, inputs, pristine = self.draw(shape, cand, ref, base + 1000 * si + d, outliers)
-                    if why:
-                        raise StageFailure("incorrect", why, stage)
-                    try:
-                        worst, _ = cmp.compare_outputs(out_c, out_r, self.meta)
-                        prints.append((fingerprint(out_c), fingerprint(out_r)))
-                    finally:
-                        poison(out_r)  # before the candidate runs again: freed memory holds no answers
-                        del out_r
-                    key = "outlier_rel_err" if outliers else "rel_err"
-                    setattr(sr, key, max(getattr(sr, key) or 0.0, worst.rel_err))
-                    if not outliers:
-                        sr.max_abs_err = max(sr.max_abs_err or 0.0, worst.max_abs_err)
-                        sr.draws += 1
-                    if not worst.ok:
-                        raise StageFailure("incorrect", f"draw {d}: {worst.reason}", stage)
-                    if d == 0 and not outliers:
-                        self.check_repeat(cand, shape, pristine, out_c)
-                    del out_c, inputs
-                if not outliers and len({p[1] for p in prints}) > 1 and len({p[0] for p in prints}) == 1:
-                    raise StageFailure("incorrect", "output identical across different inputs "
-                                       "(constant or cached result)", stage)
+                with self.gpu.shared():
+                    self._check_shape(shape, si, stage, draws, base, outliers, sr)
             except StageFailure as f:
                 sr.correct, sr.failed_stage, sr.reason = False, f.stage, f.reason
                 if f.status != "incorrect":
@@ -352,6 +329,34 @@ class Worker:
             raise StageFailure("incorrect", "nondeterministic: two runs on the same input differ ("
                                + ok.reason + ")", "correctness")
 
+    def _check_shape(self, shape, si, stage, draws, base, outliers, sr) -> None:
+        """One shape of the correctness (or outlier) stage: `draws` fresh inputs against the reference."""
+        ref, cand = self.build_candidate(shape.to_spec)
+        prints = []
+        for d in range(draws):
+            out_c, out_r, why, inputs, pristine = self.draw(shape, cand, ref, base + 1000 * si + d, outliers)
+            if why:
+                raise StageFailure("incorrect", why, stage)
+            try:
+                worst, _ = cmp.compare_outputs(out_c, out_r, self.meta)
+                prints.append((fingerprint(out_c), fingerprint(out_r)))
+            finally:
+                poison(out_r)  # before the candidate runs again: freed memory holds no answers
+                del out_r
+            key = "outlier_rel_err" if outliers else "rel_err"
+            setattr(sr, key, max(getattr(sr, key) or 0.0, worst.rel_err))
+            if not outliers:
+                sr.max_abs_err = max(sr.max_abs_err or 0.0, worst.max_abs_err)
+                sr.draws += 1
+            if not worst.ok:
+                raise StageFailure("incorrect", f"draw {d}: {worst.reason}", stage)
+            if d == 0 and not outliers:
+                self.check_repeat(cand, shape, pristine, out_c)
+            del out_c, inputs
+        if not outliers and len({p[1] for p in prints}) > 1 and len({p[0] for p in prints}) == 1:
+            raise StageFailure("incorrect", "output identical across different inputs "
+                               "(constant or cached result)", stage)
+
     def stage_fallback(self, shapes) -> None:
         self.progress("fallback")
         problems = []
@@ -363,7 +368,8 @@ class Worker:
             if ev.get("own_calls", 0) < ev.get("calls", 0):
                 ops.append("no Triton kernel of the candidate's own launched in some calls")
             if self.device.startswith("cuda"):
-                ops += self.profile_shape(shape)
+                with self.gpu.shared():
+                    ops += self.profile_shape(shape)
             if ops:
                 sr.fallback_ops, sr.failed_stage = ops, "fallback"
                 sr.reason = "PyTorch compute inside forward: " + ", ".join(ops[:6])
@@ -438,18 +444,20 @@ class Worker:
                                   "profiler-based fallback check (ATen-dispatch fallback check still runs)")
         try:
             timed = self.device.startswith("cuda") and self.cfg.get("timing", True)
-            with self.gpu.shared():  # checks may share the GPU with other evaluations (gpulock.py)
-                self.stage_import()
-                self.res.stages_run.append("import")
-                self.stage_first_call(shapes[0])
-                self.res.stages_run.append("first_call")
-                if timed and not self.cfg.get("checks", True):
-                    # Re-measurement (the agent's confirmation): this source passed the checks in an
-                    # earlier evaluation; the timed-output check still judges what is timed.
-                    self.res.notes.append("re-measurement: correctness, outlier and fallback stages skipped "
-                                          "(the timed output is still checked)")
-                else:
-                    self.stage_checks(shapes)
+            # Checks share the GPU with other evaluations, a shape at a time (gpulock.py): short
+            # holds, so a waiting timing gets the GPU within one shape's check. Import and the
+            # first call (Triton's compilation: host work) hold nothing.
+            self.stage_import()
+            self.res.stages_run.append("import")
+            self.stage_first_call(shapes[0])
+            self.res.stages_run.append("first_call")
+            if timed and not self.cfg.get("checks", True):
+                # Re-measurement (the agent's confirmation): this source passed the checks in an
+                # earlier evaluation; the timed-output check still judges what is timed.
+                self.res.notes.append("re-measurement: correctness, outlier and fallback stages skipped "
+                                      "(the timed output is still checked)")
+            else:
+                self.stage_checks(shapes)
             if timed:
                 from aka.evaluate.timing import time_shapes
                 self.launches.uninstall()
