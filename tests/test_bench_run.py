@@ -55,3 +55,23 @@ def test_bench_run_parallel_jobs_give_the_sequential_records(tmp_path):
     key = lambda r: (r["impl"], r["op"], r["shape"], r["status"], r["correct"])  # noqa: E731
     seq, par = load_records(tmp_path / "seq"), load_records(tmp_path / "par")
     assert sorted(map(key, par)) == sorted(map(key, seq)) and len({k[:3] for k in map(key, par)}) == len(par)
+
+
+def test_baseline_that_could_not_be_timed_is_a_failed_case_with_its_reason():
+    """On the H200 torch.compile of the fused_moe reference raised inside dynamo; eager still timed.
+    The compile rows say so (status untimed, the harness's reason), the eager rows stay good."""
+    from aka.bench.run import _rows
+    from aka.bench.suite import load_suite
+    from aka.evaluate.result import EvalResult, ShapeResult
+    suite = load_suite()
+    prob = next(p for p in suite.problems if p.name == "rms_norm")
+    sid = next(iter(prob.shapes))
+    sr = ShapeResult(id=sid, label="x", eager_us=10.0, compile_us=None, sol_us=5.0)
+    res = EvalResult(status="pass", reason="baselines timed", problem="rms_norm", device="cuda", shapes=[sr],
+                     notes=[f"shape {sid}: compile not timed (TorchRuntimeError: dynamo failed)"])
+    eager = _rows(res, "reference", prob, suite, which="reference")[0]
+    comp = _rows(res, "compile", prob, suite, which="compile")[0]
+    assert eager["correct"] and eager["status"] == "pass" and eager["sol_fraction"] == 0.5
+    assert not comp["correct"] and comp["status"] == "untimed" and "dynamo failed" in comp["reason"]
+    res.device = "cpu"  # no GPU: nothing is timed and nothing is a failure
+    assert _rows(res, "compile", prob, suite, which="compile")[0]["correct"]

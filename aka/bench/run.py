@@ -74,12 +74,20 @@ def _rows(res: EvalResult, impl: str, problem, suite: Suite, which: str | None =
         else:
             t = s.time_us
         ok = res.status == "pass" and (which is not None or bool(s.correct))
+        why = ""
+        if which is not None and ok and t is None and str(res.device).startswith("cuda"):
+            # A baseline the GPU run could not time (torch.compile failing on this reference):
+            # a failed case of that implementation, with the harness's reason, not a silent gap.
+            name = "eager" if which == "reference" else "compile"
+            why = next((n.split(": ", 1)[1] for n in res.notes
+                        if n.startswith(f"shape {s.id}: {name} not timed")), f"{name} not timed")
+            ok = False
         sol_fraction = (s.sol_us / t) if (s.sol_us and t) else None
         shape = info.get(s.id)
         rows.append(dict(base, shape=s.id, label=s.label, shape_weight=shape.weight if shape else 1.0,
                          phase=(shape.info.get("phase") if shape else None),
-                         status=res.status if which is None else ("pass" if ok else res.status),
-                         reason=res.reason if not ok else "", correct=ok, time_us=t,
+                         status=res.status if which is None else ("pass" if ok else ("untimed" if why else res.status)),
+                         reason=why or (res.reason if not ok else ""), correct=ok, time_us=t,
                          eager_us=s.eager_us, compile_us=s.compile_us,
                          speedup_eager=(s.eager_us / t) if (s.eager_us and t) else None,
                          speedup_compile=(s.compile_us / t) if (s.compile_us and t) else None,

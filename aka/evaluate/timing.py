@@ -30,6 +30,10 @@ ROUNDS = 5
 TARGET_MS_PER_IMPL = 60.0      # measured time per implementation per shape, all rounds together
 MIN_SAMPLES, MAX_SAMPLES = 25, 400
 MAX_SETS = 256
+# v2: torch.compile per shape after dynamo.reset (a fresh process's compile), warm-up over every
+# input set outside the GPU lock (v1 compiled later shapes of a worker with automatic dynamic
+# shapes and could recompile inside timed samples).
+BASELINE_METHOD = "v2"
 
 
 def _tensors_bytes(inputs: dict) -> int:
@@ -85,14 +89,23 @@ class ShapeTimer:
         # inside the timed kernel (an 18% spread between two timings of one 20 us kernel, H200).
         torch.sum(self.flush_buf, dtype=torch.int32)
 
-    def first_calls(self) -> None:
-        """One call of every implementation: torch.compile's and Triton's compilation, seconds of
-        host work and a few ms of GPU work. The worker holds no GPU lock for it (gpulock.py): a
-        shared hold that long would keep every other evaluation's timing waiting on a CPU."""
+    def first_calls(self, beat=None) -> None:
+        """Every implementation called once on every input set: torch.compile's and Triton's
+        compilation (seconds of host work, a few ms of GPU work), and, for a reference whose
+        control flow depends on values (MoE routing counts, sequence lengths), torch.compile's
+        recompilations for the value patterns the timed rounds will meet, so none happens inside
+        a timed sample. The worker holds no GPU lock for it (gpulock.py): a shared hold that long
+        would keep every other evaluation's timing waiting on a CPU. `beat` is called every few
+        seconds (the sandbox's idle watchdog)."""
+        last = time.monotonic()
         for impl in self.impls:
             try:
                 with torch.no_grad():
-                    impl(self.sets[0])
+                    for s in self.sets:
+                        impl(s)
+                        if beat is not None and time.monotonic() - last > 5.0:
+                            beat()
+                            last = time.monotonic()
                 torch.cuda.synchronize()
             except Exception as e:  # noqa: BLE001 - a baseline that cannot run is reported, not fatal
                 impl.error = f"{type(e).__name__}: {str(e)[:200]}"
@@ -105,11 +118,7 @@ class ShapeTimer:
             try:
                 with torch.no_grad():
                     impl(self.sets[0])
-                    # Once on every input set: a data-dependent reference (MoE routing counts)
-                    # recompiles under torch.compile per value pattern; that belongs to warm-up,
-                    # not to a timed sample, and a compile that fails then fails here, alone.
-                    for s in self.sets:
-                        impl(s)
+                    impl(self.sets[-1])
                 torch.cuda.synchronize()
                 impl.warmed = True
             except Exception as e:  # noqa: BLE001 - a baseline that cannot run is reported, not fatal
@@ -243,7 +252,8 @@ def _baseline_cache_path(worker, shape) -> Path | None:
     if not root:
         return None
     env = worker.res.env
-    key = json.dumps([worker.spec["problem"].get("source_hash"), shape.to_spec.get("init_kwargs"),
+    # BASELINE_METHOD names how baselines are made: a change of it re-measures them all.
+    key = json.dumps([BASELINE_METHOD, worker.spec["problem"].get("source_hash"), shape.to_spec.get("init_kwargs"),
                       shape.to_spec.get("input_kwargs"), env.get("gpu"), env.get("torch"), env.get("triton")],
                      sort_keys=True, default=str)
     h = hashlib.sha256(key.encode()).hexdigest()[:20]
@@ -257,7 +267,6 @@ def time_shapes(worker, shapes) -> None:
     import torch._dynamo as _dynamo
 
     from aka.evaluate.gpulock import NoLock
-    _dynamo.config.cache_size_limit = max(64, _dynamo.config.cache_size_limit)
     gpu = getattr(worker, "gpu", None) or NoLock()
     for si, shape in enumerate(shapes):
         worker.progress("timing", shape.id)
@@ -277,6 +286,11 @@ def time_shapes(worker, shapes) -> None:
                 cached = None
         impls = [] if baselines_only else [Impl("candidate", cand)]
         if worker.cfg.get("baselines", True) and cached is None:
+            # torch.compile as a fresh process meets this shape: dynamo's caches reset, so an
+            # earlier shape of the worker neither turns this one dynamic (automatic dynamic
+            # shapes) nor uses up its recompile limit; the default limit then bounds a
+            # value-dependent reference's recompiles, after which dynamo runs it eagerly.
+            _dynamo.reset()
             impls += [Impl("eager", ref), Impl("compile", torch.compile(ref))]
         # Inputs, compilation and warm-up share the GPU with other evaluations' checks; only the
         # timed rounds own it (gpulock.py), so parallel evaluations overlap all but the timing.
@@ -291,7 +305,7 @@ def time_shapes(worker, shapes) -> None:
                             if isinstance(t, torch.Tensor) and k not in worker.meta.get("mutates", []):
                                 t.copy_(new[k])
             timer = ShapeTimer(impls, sets, l2, refresh)
-        timer.first_calls()
+        timer.first_calls(beat=lambda sid=shape.id: worker.progress("timing", sid))
         with gpu.shared():
             timer.warm()
         with gpu.exclusive():
