@@ -18,6 +18,18 @@ def _f(v, spec=".2f"):
     return "-" if v is None else format(v, spec)
 
 
+def _gpu_cases() -> dict:
+    """name -> the Case of tests/test_adversarial.py's GPU list (expected status and cause)."""
+    import sys
+    repo = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(repo))
+    try:
+        from tests.test_adversarial import GPU_CASES
+    except Exception:  # noqa: BLE001 - the table then shows '?' for the expectations
+        return {}
+    return {c.name: c for c in GPU_CASES}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("src")
@@ -32,7 +44,7 @@ def main() -> int:
         if p.is_file() and p.stat().st_size < 2_000_000:
             shutil.copy(p, raw / p.name)
     prov = (src / "provenance.txt").read_text().strip() if (src / "provenance.txt").exists() else "unknown"
-    out = ["# Measurement acceptance on the H200", "", "Produced by `bash scripts/gpu_run.sh harness` on the",
+    out = ["# Measurement acceptance on the H200", "", "Produced by `bash scripts/gpu_run.sh harness` (or `adv`, the adversarial part alone) on the",
            "device, then `python scripts/collect_gpu.py <out>`. Provenance:", "", "```", prov, "```", ""]
     for extra in sorted(src.glob("provenance_*.txt")):
         out += [f"`{extra.name}`:", "", "```", extra.read_text().strip(), "```", ""]
@@ -105,14 +117,22 @@ def main() -> int:
         cases = list(ET.parse(junit).iter("testcase"))
         adv = [c for c in cases if c.get("name", "").startswith("test_gpu_verdict")]
         if adv:
+            expected = _gpu_cases()
             out += ["## Adversarial suite and honest kernels on the H200 (`tests/test_adversarial.py -m gpu`)", "",
-                    "Each case's expected verdict is asserted by the test; `pass` means the harness gave it.", "",
-                    "| case | test outcome | seconds |", "|---|---|---|"]
+                    "Each case's expected verdict (status, and text its reason must contain) is asserted by the "
+                    "test; `pass` means the harness gave exactly that verdict.", "",
+                    "| case | kind | problem | expected verdict | test outcome | seconds |", "|---|---|---|---|---|---|"]
             for c in adv:
                 tags = {x.tag for x in c}
                 outcome = ("FAILED" if tags & {"failure", "error"} else "xfail (known gap)" if "skipped" in tags
                            else "pass")
-                out.append(f"| {c.get('name')[len('test_gpu_verdict'):].strip('[]')} | {outcome} | {float(c.get('time')):.1f} |")
+                name = c.get('name')[len('test_gpu_verdict'):].strip('[]')
+                e = expected.get(name)
+                kind, prob, verdict = (("honest" if e.honest else "cheat"), e.problem,
+                                       f"{e.status}" + (f" ({e.cause})" if e.cause and not e.honest else "")) if e else ("?", "?", "?")
+                out.append(f"| {name} | {kind} | {prob} | {verdict} | {outcome} | {float(c.get('time')):.1f} |")
+            out.append(f"\n{sum(1 for n in expected.values() if n.honest)} honest kernels, "
+                       f"{sum(1 for n in expected.values() if not n.honest)} cheats.")
             out.append("")
     steps = src.parent / "steps.txt"
     if steps.exists():
