@@ -86,6 +86,9 @@ class _Progress:
     def advance(self):
         self.p.advance(self.task)
 
+    def log(self, text):
+        self.p.console.print(text, markup=False, highlight=False)
+
 
 def cmd_run(args) -> int:
     import datetime as _dt

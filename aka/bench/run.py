@@ -122,13 +122,18 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
             raise ProblemError(f"implementation {d} is neither 'reference', 'compile' nor a directory")
     lock = threading.Lock()
 
+    t_run = time.time()
+    finished = [0]
+
     def one_problem(problem, sink) -> None:
+        t_op, waits = time.time(), []
         # External problems (Atrex-Bench, KernelBench) carry no CPU-sized set: use their shapes.
         shapes_p = None if (shapes == "small" and not problem.small_shapes) else shapes
         selected = [s.id for s in problem.select(shapes_p)]
         if want_base and not all((i, problem.name, sid, device) in done for i in want_base for sid in selected):
             _step(progress, f"{problem.name}: baselines")
             res = evaluate_baselines(problem, shapes=shapes_p, config=cfg)
+            waits.append(("baselines", res))
             with lock:
                 for impl in want_base:
                     _write(sink, _rows(res, impl, problem, suite, which=impl))
@@ -145,10 +150,20 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
                 res.shapes = [ShapeResult(id=s.id, label=s.label()) for s in problem.select(shapes_p)]
             else:
                 res = evaluate(problem, cand, shapes=shapes_p, config=cfg)
+                waits.append((impl, res))
             with lock:
                 _write(sink, _rows(res, impl, problem, suite))
         with lock:
             _advance(progress)
+            finished[0] += 1
+            # A line per op, with where its time went: on a GPU shared by several jobs, the wait
+            # for the GPU lock (gpulock.py) is what tells a slow op from a stalled pipeline.
+            parts = [f"{name} {r.status} {r.wall_s.get('worker_total_s', 0):.0f} s"
+                     + (f" (GPU wait {r.wall_s['gpu_wait_s']:.0f} s)" if r.wall_s.get("gpu_wait_s") else "")
+                     for name, r in waits]
+            _log(progress, f"[{time.time() - t_run:6.0f} s] {finished[0]}/{len(suite.problems)} {problem.name}: "
+                 f"{len(selected)} shapes in {time.time() - t_op:.0f} s" + (": " + "; ".join(parts) if parts else
+                                                                             " (all recorded before)"))
 
     with open(_records_path(opts.out), "a") as sink:
         if opts.jobs > 1:
@@ -179,6 +194,11 @@ def _write(sink, rows: list[dict]) -> None:
 def _step(progress, text: str) -> None:
     if progress is not None:
         progress.describe(text)
+
+
+def _log(progress, text: str) -> None:
+    if progress is not None and hasattr(progress, "log"):
+        progress.log(text)
 
 
 def _advance(progress) -> None:

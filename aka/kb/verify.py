@@ -120,8 +120,12 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
                     return p, f"no problem: {e}"
                 write_result(p, root, device, record(res, p, device, spec))
                 sol = [s.sol_fraction for s in res.shapes if s.sol_fraction is not None]
+                w = res.wall_s or {}
                 bar.console.print(f"{name}: {res.status}" + (f", sol_fraction min {min(sol):.2f} max {max(sol):.2f}"
-                                                             if sol else ""), markup=False, highlight=False)
+                                                             if sol else "")
+                                  + f" ({w.get('worker_total_s', 0):.0f} s"
+                                  + (f", GPU wait {w['gpu_wait_s']:.0f} s" if w.get("gpu_wait_s") else "") + ")",
+                                  markup=False, highlight=False)
                 return p, res.status
             finally:
                 bar.update(task, description=name)
