@@ -53,11 +53,18 @@ def tune(op: str, a, out: Path, log) -> dict:
     """`aka optimize model=offline` on all the op's shapes, in its own process."""
     t0 = time.time()
     run_id = f"sweep-{op}"
-    cmd = [sys.executable, "-m", "aka.cli", "optimize", f"op={op}", "shape=all", "model=offline",
-           f"iters={a.iters}", f"n={a.n}", f"runs_dir={out / 'runs'}", f"run_id={run_id}", "live=off"]
+    if (out / "runs" / run_id / "config.yaml").exists():
+        # A sweep cut short (a device call's deadline) and carried back: continue that run, its
+        # wall budget and iterations counting what it already spent.
+        cmd = [sys.executable, "-m", "aka.cli", "optimize", f"resume={run_id}", f"runs_dir={out / 'runs'}",
+               f"iters={a.iters}", "live=off"]
+        log(f"{op}: resuming {run_id}")
+    else:
+        cmd = [sys.executable, "-m", "aka.cli", "optimize", f"op={op}", "shape=all", "model=offline",
+               f"iters={a.iters}", f"n={a.n}", f"runs_dir={out / 'runs'}", f"run_id={run_id}", "live=off"]
     if a.wall_s:
         cmd.append(f"budget.max_wall_s={a.wall_s}")
-    with open(out / f"optimize-{op}.log", "w") as f:
+    with open(out / f"optimize-{op}.log", "a") as f:
         rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=REPO,
                             env=dict(os.environ, PYTHONPATH=str(REPO))).returncode
     best = out / "runs" / run_id / "best.json"

@@ -7,7 +7,11 @@
 #                                                         # sweep and agent runs, .gpucache for the next call
 #
 #   device: bash scripts/gpu_run.sh MODE...
-#   MODE: harness | adv | evals | agent1 | sweep | kb | bench | bench1 | bench2 | benchkb
+#   MODE: harness | adv | evals | agent1 | sweep | kb | bench | bench1 | bench2 | benchkb | all
+#   (all: suite baselines, `kb verify` and the offline sweep at once, sharing the GPU through its
+#   lock and the baseline cache; AKA_BENCH_JOBS / AKA_KB_JOBS / AKA_SWEEP_JOBS split the cores.
+#   Run it again with the returned cache carried in (collect_runs.py puts it in .gpucache) and
+#   each part resumes: bench from its records, kb from the kernels' results, the sweep's runs)
 #   (benchkb: the suite baselines and `kb verify` at once, the latter in reverse op order so the
 #   two meet mid-suite and share the baseline cache; AKA_BENCH_JOBS / AKA_KB_JOBS split the cores)
 #   (adv: the GPU adversarial suite and the parallel-timing test only, without the slower
@@ -101,6 +105,25 @@ if [[ $modes == *" benchkb "* ]]; then
   tail -15 "$d/bench.log"; tail -25 "$k/kb_verify.log"
   tar czf "$k/results_json.tgz" knowledge_base/kernels/*/*.results.json 2>/dev/null
 fi
+SWEEP_OPS=${AKA_SWEEP_OPS:-rms_norm,fused_add_rms_norm,silu_and_mul,gelu_and_mul,softmax,rope_neox,fp8_per_token_group_quant,l2_norm}
+if [[ $modes == *" all "* ]]; then
+  d=$W/bench; k=$W/kb; sw=$W/sweep; mkdir -p "$d" "$k" "$sw"; prov "$d"; prov "$k"; prov "$sw"; calib "$d"
+  [[ -d $AKA_CACHE_DIR/bench_run ]] && cp -r "$AKA_CACHE_DIR/bench_run" "$d/run"
+  [[ -d $AKA_CACHE_DIR/sweep ]] && cp -r "$AKA_CACHE_DIR/sweep" "$sw/sweep"
+  # kb verify takes the ops the sweep does not (the sweep verifies its own first), in reverse
+  # order, so it meets the bench run (alphabetical) mid-suite and they share the baseline cache
+  others=$(ls bench/ops | grep -vxF -f <(tr , '\n' <<< "$SWEEP_OPS") | sort -r | paste -sd,)
+  step "$d/bench.log" python3 -m aka.cli bench run --impl reference,compile --jobs ${AKA_BENCH_JOBS:-6} --out "$d/run" &
+  step "$k/kb_verify.log" python3 -m aka.cli kb verify --device cuda --jobs ${AKA_KB_JOBS:-4} --reverse --first "$others" &
+  step "$sw/sweep.log" python3 experiments/offline_sweep.py --iters ${AKA_SWEEP_ITERS:-4} --n ${AKA_N:-2} \
+    --jobs ${AKA_SWEEP_JOBS:-4} --out "$sw/sweep" --wall-s ${AKA_TUNE_WALL:-200} --ops "$SWEEP_OPS" \
+    ${AKA_TUNE_OPS:+--tune-ops $AKA_TUNE_OPS} &
+  wait
+  rm -rf "$AKA_CACHE_DIR/bench_run" "$AKA_CACHE_DIR/sweep"
+  cp -r "$d/run" "$AKA_CACHE_DIR/bench_run"; cp -r "$sw/sweep" "$AKA_CACHE_DIR/sweep" 2>/dev/null
+  tail -8 "$d/bench.log"; tail -8 "$k/kb_verify.log"; tail -8 "$sw/sweep.log"
+  tar czf "$k/results_json.tgz" knowledge_base/kernels/*/*.results.json 2>/dev/null
+fi
 if [[ $modes == *" kb "* ]]; then
   d=$W/kb; mkdir -p "$d"; prov "$d"; calib "$d"
   step "$d/kb_verify.log" python3 -m aka.cli kb verify --device cuda --jobs ${AKA_JOBS:-8} \
@@ -110,9 +133,11 @@ if [[ $modes == *" kb "* ]]; then
 fi
 if [[ $modes == *" sweep "* ]]; then
   d=$W/sweep; mkdir -p "$d"; prov "$d"; calib "$d"
+  [[ -d $AKA_CACHE_DIR/sweep ]] && cp -r "$AKA_CACHE_DIR/sweep" "$d/sweep"
   step "$d/sweep.log" python3 experiments/offline_sweep.py --iters ${AKA_SWEEP_ITERS:-4} --n ${AKA_N:-2} --jobs ${AKA_JOBS:-6} --out "$d/sweep" \
-    --wall-s ${AKA_TUNE_WALL:-200} --ops ${AKA_SWEEP_OPS:-rms_norm,fused_add_rms_norm,silu_and_mul,gelu_and_mul,softmax,rope_neox,fp8_per_token_group_quant,l2_norm} \
+    --wall-s ${AKA_TUNE_WALL:-200} --ops "$SWEEP_OPS" \
     ${AKA_TUNE_OPS:+--tune-ops $AKA_TUNE_OPS}
+  rm -rf "$AKA_CACHE_DIR/sweep"; cp -r "$d/sweep" "$AKA_CACHE_DIR/sweep" 2>/dev/null
   tail -15 "$d/sweep.log"
 fi
 cp -r "$AKA_CACHE_DIR" "$W/cache" 2>/dev/null; rm -rf "$W/cache/kb" "$W/cache/llm" "$W/cache/inductor" "$W/cache/triton"

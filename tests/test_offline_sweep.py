@@ -73,3 +73,26 @@ def test_kb_best_says_what_to_run_when_nothing_was_measured(tmp_path, capsys):
     (tmp_path / "kernels").mkdir()
     assert main(["kb", "best", "--kb", str(tmp_path)]) == 1
     assert "run `aka kb verify --device cuda` first" in capsys.readouterr().out
+
+
+def test_tune_resumes_a_run_carried_back_from_a_cut_device_call(tmp_path, monkeypatch):
+    import json
+    import subprocess
+    from types import SimpleNamespace
+    sw = _sweep()
+    cmds = []
+
+    def fake_run(cmd, **kw):
+        cmds.append(cmd)
+        return SimpleNamespace(returncode=0)
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    a = SimpleNamespace(iters=4, n=2, wall_s=100)
+    sw.tune("rms_norm", a, tmp_path, lambda m: None)
+    assert "op=rms_norm" in cmds[0] and "run_id=sweep-rms_norm" in cmds[0] and "budget.max_wall_s=100" in cmds[0]
+    run = tmp_path / "runs" / "sweep-rms_norm"
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text("op: rms_norm\n")
+    (run / "best.json").write_text(json.dumps({"score": {"value": 0.7}}))
+    row = sw.tune("rms_norm", a, tmp_path, lambda m: None)
+    assert "resume=sweep-rms_norm" in cmds[1] and not any(c.startswith("op=") for c in cmds[1])
+    assert row["offline_tuned"] == 0.7
