@@ -9,6 +9,7 @@ import ast
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from aka.util import parse_py
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCH_OPS = REPO_ROOT / "bench" / "ops"
@@ -171,7 +172,7 @@ _ATREX_DT = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32", "fp8": "fp8", "f32"
 
 def _check_reference(ref: Path) -> None:
     try:
-        tree = ast.parse(ref.read_text(), filename=str(ref))
+        tree = parse_py(ref.read_text(), filename=str(ref))
     except SyntaxError as e:
         raise ProblemError(f"{ref}: syntax error at line {e.lineno}: {e.msg}") from None
     if not any(isinstance(n, ast.ClassDef) and n.name == "Model" for n in tree.body):
@@ -182,7 +183,7 @@ def _load_kernelbench(path: Path) -> Problem:
     if path.suffix != ".py":
         raise ProblemError(f"{path}: a problem file must be a KernelBench .py file or an operator directory")
     try:
-        tree = ast.parse(path.read_text(), filename=str(path))
+        tree = parse_py(path.read_text(), filename=str(path))
     except SyntaxError as e:
         raise ProblemError(f"{path}: syntax error at line {e.lineno}: {e.msg}") from None
     names = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}

@@ -1,10 +1,23 @@
 """Small shared helpers (standard library only: the evaluation worker may import this)."""
 from __future__ import annotations
 
+import ast
 import json
 import os
 import tempfile
+import threading
 from pathlib import Path
+
+_AST_LOCK = threading.Lock()
+
+
+def parse_py(source: str, filename: str = "<unknown>") -> ast.Module:
+    """`ast.parse` one thread at a time. CPython 3.11 before 3.11.8 keeps the AST converter's
+    recursion depth in interpreter-wide state, so two threads parsing at once can fail with
+    "SystemError: AST constructor recursion depth mismatch" (seen in CI with the agent's n=2
+    round evaluated in threads)."""
+    with _AST_LOCK:
+        return ast.parse(source, filename=filename)
 
 
 def atomic_write_json(path: str | Path, data, **dump_kwargs) -> Path:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
+from aka.util import parse_py
 
 _FENCE = re.compile(r"^```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
 _EDIT = re.compile(r"^<{5,9}[ \t]*SEARCH[ \t]*\n(.*?)^={5,9}[ \t]*\n(.*?)^>{5,9}[ \t]*REPLACE[ \t]*$",
@@ -42,7 +43,7 @@ class ParsedReply:
 def validate_source(source: str) -> str | None:
     """None when the text parses and defines ModelNew at module level, else the reason."""
     try:
-        tree = ast.parse(source)
+        tree = parse_py(source)
     except SyntaxError as e:
         return f"candidate does not parse: SyntaxError at line {e.lineno}: {e.msg}"
     if not any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body):

@@ -34,13 +34,14 @@ from aka.agent.dropout import DropoutDecision
 from aka.agent.retrieve import read_entry
 from aka.agent.shapes import elements
 from aka.problem import REPO_ROOT, Problem
+from aka.util import parse_py
 
 _PARAMS_LINE = re.compile(r"^AKA_PARAMS\s*=\s*\{.*\}[^\n]*$", re.MULTILINE)
 
 
 def read_params(source: str) -> dict:
     """The literal value of the module-level `AKA_PARAMS = {...}`."""
-    for node in ast.parse(source).body:
+    for node in parse_py(source).body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "AKA_PARAMS" for t in node.targets):
             value = ast.literal_eval(node.value)
             if not isinstance(value, dict):

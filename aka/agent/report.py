@@ -9,6 +9,7 @@ from pathlib import Path
 from aka.agent.prompts import fmt
 from aka.agent.state import State
 from aka.agent.store import RunStore, now
+from aka.util import parse_py
 
 
 def verify_command(store: RunStore, problem, task) -> str:
@@ -18,7 +19,7 @@ def verify_command(store: RunStore, problem, task) -> str:
 
 def _forward_signature(reference: Path) -> tuple[list[tuple[str, str]], str]:
     """[(name, annotation)] of Model.forward and its return annotation, as source text."""
-    tree = ast.parse(reference.read_text())
+    tree = parse_py(reference.read_text())
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model")
     fwd = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward")
     args = [(a.arg, ast.unparse(a.annotation) if a.annotation else "torch.Tensor") for a in fwd.args.args[1:]]

@@ -20,6 +20,7 @@ from typing import Protocol
 import yaml
 
 from aka.problem import REPO_ROOT, Problem
+from aka.util import parse_py
 
 _FRONT = re.compile(r"\A\s*---[ \t]*\n(.*?)\n---[ \t]*\n?(.*)\Z", re.DOTALL)
 
@@ -53,7 +54,7 @@ def read_entry(path: Path) -> tuple[dict, str]:
     text = path.read_text(errors="replace")
     if path.suffix == ".py":
         try:
-            doc = ast.get_docstring(ast.parse(text), clean=False) or ""
+            doc = ast.get_docstring(parse_py(text), clean=False) or ""
         except SyntaxError:
             return {}, ""
         meta, rest = split_front_matter(doc)

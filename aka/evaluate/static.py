@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
+from aka.util import parse_py
 
 # Imports a kernel file may make; everything else is refused (rule `import`).
 ALLOWED_IMPORTS = {
@@ -110,7 +111,7 @@ def _is_jit_decorator(d: ast.expr) -> bool:
 
 def check_source(source: str, filename: str = "candidate.py") -> StaticReport:
     try:
-        tree = ast.parse(source, filename=filename)
+        tree = parse_py(source, filename=filename)
     except SyntaxError as e:
         msg = f"SyntaxError at line {e.lineno}: {e.msg}"
         return StaticReport(False, [Violation("syntax", e.lineno or 0, e.msg)], None, [], msg)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aka.agent.retrieve import read_entry, split_front_matter
+from aka.util import parse_py
 
 # Bumped whenever search_text() changes, so every chunk is re-embedded once.
 TEXT_VERSION = 1
@@ -95,7 +96,7 @@ def strip_heading(text: str) -> str:
 def kernel_body(source: str) -> str:
     """A kernel file without its YAML front matter: docstring prose first, then the code."""
     try:
-        tree = ast.parse(source)
+        tree = parse_py(source)
     except SyntaxError:
         return source
     doc = ast.get_docstring(tree, clean=False)

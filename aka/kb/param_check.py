@@ -17,12 +17,13 @@ import json
 import sys
 import tempfile
 from pathlib import Path
+from aka.util import parse_py
 
 
 def variants(source: str) -> list[tuple[str, object, str]]:
     """(param, value, source) for each declared value that differs from the default."""
     import yaml
-    meta = yaml.safe_load((ast.get_docstring(ast.parse(source)) or "").split("---")[1])
+    meta = yaml.safe_load((ast.get_docstring(parse_py(source)) or "").split("---")[1])
     lines = source.splitlines(keepends=True)
     idx = next(i for i, ln in enumerate(lines) if ln.startswith("AKA_PARAMS = {"))
     defaults = ast.literal_eval(lines[idx].split("=", 1)[1].strip())
