@@ -31,8 +31,9 @@ TARGET_MS_PER_IMPL = 60.0      # measured time per implementation per shape, all
 MIN_SAMPLES, MAX_SAMPLES = 25, 400
 MAX_SETS = 256
 # v2: torch.compile per shape after dynamo.reset (a fresh process's compile), warm-up over every
-# input set outside the GPU lock (v1 compiled later shapes of a worker with automatic dynamic
-# shapes and could recompile inside timed samples).
+# input set outside the GPU lock, the per-call estimate one call per head start (v1 compiled
+# later shapes of a worker with automatic dynamic shapes, could recompile inside timed samples,
+# and could pick the method from a host-bound estimate).
 BASELINE_METHOD = "v2"
 
 
@@ -130,7 +131,11 @@ class ShapeTimer:
                 for _ in range(3):  # compile, autotune, allocator warm-up
                     impl(self.sets[0])
             torch.cuda.synchronize()
-        est = _event_time_us(lambda: impl(self.sets[0]), 3)  # GPU time per call, no launch gaps
+        # GPU time per call: one call per head start, the median of three. Three calls behind one
+        # head start measured the host instead whenever a call's launch path (torch.compile's
+        # guards and wrapper, slower still with other workers on the CPU) outran the head start:
+        # decode-sized compiled calls then "took" ms and were timed with too few samples.
+        est = sorted(_event_time_us(lambda: impl(self.sets[0]), 1) for _ in range(3))[1]
         k = len(self.sets)
         # Serving without graphs pays the host's launch cost: no head start here, on purpose.
         impl.eager_call_us = _event_time_us(lambda: [impl(self.sets[i % k]) for i in range(k)], 3, False) / k
