@@ -203,3 +203,31 @@ def test_fingerprint_reads_its_tensors_without_changing_them():
     swapped = keep.clone()
     swapped[0, 0], swapped[0, 1] = keep[0, 1], keep[0, 0]
     assert fingerprint(swapped) != fingerprint(keep)  # position-weighted: a permutation is a change
+
+
+def test_compiling_baselines_keep_the_idle_watchdog_fed_but_a_hanging_candidate_does_not(monkeypatch):
+    """ShapeTimer.first_calls: the trusted baselines get a heartbeat thread (one torch.compile of
+    a large graph can outlast the sandbox's idle watchdog); the candidate only beats between
+    calls, so one call that never returns still looks hung."""
+    import time
+
+    import torch
+
+    from aka.evaluate import timing
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    monkeypatch.setattr(timing, "BEAT_S", 0.05)
+
+    class Slow:
+        def __init__(self, name):
+            self.name, self.error = name, None
+
+        def __call__(self, inputs):
+            time.sleep(0.5)
+
+    for name, expect_beats in (("compile", True), ("candidate", False)):
+        t = timing.ShapeTimer.__new__(timing.ShapeTimer)  # no flush buffer: no GPU here
+        t.impls, t.sets = [Slow(name)], [{}]
+        beats = []
+        t.first_calls(beat=lambda: beats.append(time.monotonic()))
+        assert (len(beats) >= 3) == expect_beats, (name, len(beats))
+        assert t.impls[0].error is None

@@ -17,6 +17,7 @@ import hashlib
 import json
 import math
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -35,6 +36,7 @@ MAX_SETS = 256
 # later shapes of a worker with automatic dynamic shapes, could recompile inside timed samples,
 # and could pick the method from a host-bound estimate).
 BASELINE_METHOD = "v2"
+BEAT_S = 5.0  # progress heartbeat while compiling (the sandbox's idle watchdog waits 180 s)
 
 
 def _tensors_bytes(inputs: dict) -> int:
@@ -96,20 +98,36 @@ class ShapeTimer:
         control flow depends on values (MoE routing counts, sequence lengths), torch.compile's
         recompilations for the value patterns the timed rounds will meet, so none happens inside
         a timed sample. The worker holds no GPU lock for it (gpulock.py): a shared hold that long
-        would keep every other evaluation's timing waiting on a CPU. `beat` is called every few
-        seconds (the sandbox's idle watchdog)."""
+        would keep every other evaluation's timing waiting on a CPU.
+
+        `beat` feeds the sandbox's idle watchdog every few seconds: between calls for the
+        candidate (one call that hangs is still a hang), and from a thread while the trusted
+        eager and torch.compile baselines run, since one compile of a large reference graph can
+        outlast the watchdog."""
         last = time.monotonic()
         for impl in self.impls:
+            stop = threading.Event()
+            pulse = None
+            if beat is not None and impl.name != "candidate":
+                def pulse_loop(stop=stop):
+                    while not stop.wait(BEAT_S):
+                        beat()
+                pulse = threading.Thread(target=pulse_loop, daemon=True)
+                pulse.start()
             try:
                 with torch.no_grad():
                     for s in self.sets:
                         impl(s)
-                        if beat is not None and time.monotonic() - last > 5.0:
+                        if beat is not None and time.monotonic() - last > BEAT_S:
                             beat()
                             last = time.monotonic()
                 torch.cuda.synchronize()
             except Exception as e:  # noqa: BLE001 - a baseline that cannot run is reported, not fatal
                 impl.error = f"{type(e).__name__}: {str(e)[:200]}"
+            finally:
+                stop.set()
+                if pulse is not None:
+                    pulse.join()
 
     def warm(self) -> None:
         """Autotune and allocator warm-up of every implementation, under the shared GPU lock."""

@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 
@@ -616,9 +617,13 @@ def main(argv: list[str]) -> int:
     spec_path, fd = argv[1], int(argv[2])
     chan = os.fdopen(fd, "w", buffering=1)
 
+    emit_lock = threading.Lock()  # the timing heartbeat (timing.py) writes from a thread
+
     def emit(msg: dict) -> None:
-        chan.write(json.dumps(msg) + "\n")
-        chan.flush()
+        line = json.dumps(msg) + "\n"
+        with emit_lock:
+            chan.write(line)
+            chan.flush()
 
     with open(spec_path) as f:
         spec = json.load(f)
