@@ -315,8 +315,9 @@ def time_shapes(worker, shapes) -> None:
             # value-dependent reference's recompiles, after which dynamo runs it eagerly.
             _dynamo.reset()
             impls += [Impl("eager", ref), Impl("compile", torch.compile(ref))]
-        # Inputs, compilation and warm-up share the GPU with other evaluations' checks; only the
-        # timed rounds own it (gpulock.py), so parallel evaluations overlap all but the timing.
+        # Inputs and warm-up share the GPU with other evaluations' checks, compilation (first
+        # calls) holds no lock, and only the timed rounds own the GPU (gpulock.py): parallel
+        # evaluations overlap all but the timing.
         with gpu.shared():
             sets = make_input_sets(worker.rt, shape.to_spec, int(worker.cfg.get("seed", 0)) + 50_000 + 100 * si, l2)
             def refresh(r, sets=sets, shape=shape, si=si):
