@@ -7,13 +7,11 @@
 #                                                         # sweep and agent runs, .gpucache for the next call
 #
 #   device: bash scripts/gpu_run.sh MODE...
-#   MODE: harness | adv | evals | agent1 | sweep | kb | bench | bench1 | bench2 | benchkb | all
+#   MODE: harness | adv | evals | agent1 | sweep | kb | bench | bench1 | bench2 | all
 #   (all: suite baselines, `kb verify` and the offline sweep at once, sharing the GPU through its
 #   lock and the baseline cache; AKA_BENCH_JOBS / AKA_KB_JOBS / AKA_SWEEP_JOBS split the cores.
 #   Run it again with the returned cache carried in (collect_runs.py puts it in .gpucache) and
 #   each part resumes: bench from its records, kb from the kernels' results, the sweep's runs)
-#   (benchkb: the suite baselines and `kb verify` at once, the latter in reverse op order so the
-#   two meet mid-suite and share the baseline cache; AKA_BENCH_JOBS / AKA_KB_JOBS split the cores)
 #   (adv: the GPU adversarial suite and the parallel-timing test only, without the slower
 #   measurement tests of harness)
 #
@@ -93,17 +91,6 @@ if [[ $modes == *" bench "* || $modes == *" bench1 "* || $modes == *" bench2 "* 
     $([[ $ops == all ]] || echo --ops "$ops") --out "$d/run"
   rm -rf "$AKA_CACHE_DIR/bench_run"; cp -r "$d/run" "$AKA_CACHE_DIR/bench_run"
   tail -15 "$d/bench.log"
-fi
-if [[ $modes == *" benchkb "* ]]; then
-  d=$W/bench; mkdir -p "$d"; prov "$d"; calib "$d"; k=$W/kb; mkdir -p "$k"; prov "$k"
-  [[ -d $AKA_CACHE_DIR/bench_run ]] && cp -r "$AKA_CACHE_DIR/bench_run" "$d/run"
-  step "$d/bench.log" python3 -m aka.cli bench run --impl reference,compile --jobs ${AKA_BENCH_JOBS:-10} --out "$d/run" &
-  step "$k/kb_verify.log" python3 -m aka.cli kb verify --device cuda --jobs ${AKA_KB_JOBS:-6} --reverse \
-    ${AKA_KB_FIRST:+--first $AKA_KB_FIRST} ${AKA_KB_FLAGS:-} &
-  wait
-  rm -rf "$AKA_CACHE_DIR/bench_run"; cp -r "$d/run" "$AKA_CACHE_DIR/bench_run"
-  tail -15 "$d/bench.log"; tail -25 "$k/kb_verify.log"
-  tar czf "$k/results_json.tgz" knowledge_base/kernels/*/*.results.json 2>/dev/null
 fi
 SWEEP_OPS=${AKA_SWEEP_OPS:-rms_norm,fused_add_rms_norm,silu_and_mul,gelu_and_mul,softmax,rope_neox,fp8_per_token_group_quant,l2_norm}
 if [[ $modes == *" all "* ]]; then
