@@ -25,7 +25,7 @@ set -uo pipefail
 : "${OUT:?set OUT to a results folder}"
 T0=$(date +%s)
 DEADLINE=${AKA_DEADLINE_S:-560}
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 AKA_CACHE_DIR=${AKA_CACHE_DIR:-/tmp/aka-cache}
+export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True} PYTHONPATH=$PWD PYTHONUNBUFFERED=1 AKA_CACHE_DIR=${AKA_CACHE_DIR:-/tmp/aka-cache}
 mkdir -p "$AKA_CACHE_DIR"
 W=$OUT/work; mkdir -p "$W"
 modes=" ${*:-harness} "

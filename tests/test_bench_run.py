@@ -75,3 +75,18 @@ def test_baseline_that_could_not_be_timed_is_a_failed_case_with_its_reason():
     assert not comp["correct"] and comp["status"] == "untimed" and "dynamo failed" in comp["reason"]
     res.device = "cpu"  # no GPU: nothing is timed and nothing is a failure
     assert _rows(res, "compile", prob, suite, which="compile")[0]["correct"]
+
+
+def test_resume_measures_again_what_failed_for_want_of_gpu_memory(tmp_path):
+    """An OOM (several evaluations sharing one GPU) is the machine's failure, not the
+    implementation's: a resumed run does not count it as done, and its later record wins."""
+    import json
+
+    from aka.bench.run import load_records, retryable
+    base = {"impl": "reference", "op": "x", "shape": "0", "device": "cuda"}
+    oom = dict(base, status="runtime_error", reason="OutOfMemoryError: CUDA out of memory. Tried to allocate 448 MiB")
+    bad = dict(base, shape="1", status="runtime_error", reason="RuntimeError: shape mismatch")
+    (tmp_path / "records.jsonl").write_text("\n".join(json.dumps(r) for r in (oom, bad, dict(base, status="pass"))) + "\n")
+    assert retryable(oom) and not retryable(bad) and not retryable(dict(oom, status="pass"))
+    rows = load_records(tmp_path)
+    assert len(rows) == 2 and {r["shape"]: r["status"] for r in rows} == {"0": "pass", "1": "runtime_error"}

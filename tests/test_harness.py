@@ -231,3 +231,39 @@ def test_compiling_baselines_keep_the_idle_watchdog_fed_but_a_hanging_candidate_
         t.first_calls(beat=lambda: beats.append(time.monotonic()))
         assert (len(beats) >= 3) == expect_beats, (name, len(beats))
         assert t.impls[0].error is None
+
+
+def test_first_calls_run_gpu_work_under_the_shared_lock_but_compile_s_first_call(monkeypatch):
+    """GPU work outside every lock would land in another evaluation's timed region: only
+    torch.compile's first call (minutes of host work, one call of GPU work) runs unlocked."""
+    from contextlib import contextmanager
+
+    import torch
+
+    from aka.evaluate import timing
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    held = []
+
+    class Lock:
+        @contextmanager
+        def shared(self):
+            held.append("shared")
+            yield
+            held.pop()
+
+    calls = []
+
+    class Impl:
+        def __init__(self, name):
+            self.name, self.error = name, None
+
+        def __call__(self, inputs):
+            calls.append((self.name, inputs["i"], tuple(held)))
+
+    t = timing.ShapeTimer.__new__(timing.ShapeTimer)
+    t.impls, t.sets = [Impl("candidate"), Impl("eager"), Impl("compile")], [{"i": i} for i in range(3)]
+    t.first_calls(gpu=Lock())
+    unlocked = [(n, i) for n, i, h in calls if not h]
+    assert unlocked == [("compile", 0)]
+    assert len(calls) == 9 and {(n, i) for n, i, _ in calls} == {(n, i) for n in ("candidate", "eager", "compile")
+                                                                   for i in range(3)}

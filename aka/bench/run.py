@@ -3,7 +3,8 @@
 Implementations: `reference` (PyTorch eager), `compile` (torch.compile of the reference, default
 mode), or a directory of candidates, one per op (`DIR/<op>.py`, or `DIR/<op>/best.py`, or the
 first `DIR/<op>/*.py`). Records are appended to `records.jsonl` as each op finishes, so an
-interrupted run resumes where it stopped: (impl, op, shape, device) already present are skipped.
+interrupted run resumes where it stopped: (impl, op, shape, device) already present are skipped,
+except records that failed for want of GPU memory, which are measured again.
 """
 from __future__ import annotations
 
@@ -49,13 +50,24 @@ def load_records(out: Path) -> list[dict]:
     path = _records_path(out)
     if not path.exists():
         return []
-    rows = []
+    rows: dict = {}
     for line in path.read_text().splitlines():
         try:
-            rows.append(json.loads(line))
+            r = json.loads(line)
         except json.JSONDecodeError:
             continue  # a line cut by a crash
-    return rows
+        # A resumed run re-measures what failed for want of resources (retryable()): the later
+        # record of an (impl, op, shape, device) replaces the earlier one.
+        rows[(r.get("impl"), r.get("op"), r.get("shape"), r.get("device"))] = r
+    return list(rows.values())
+
+
+# Failures of the machine, not of the implementation: a resumed run measures these again.
+_RETRYABLE = ("out of memory", "CUDA error: out of memory", "CUBLAS_STATUS_ALLOC_FAILED")
+
+
+def retryable(record: dict) -> bool:
+    return record.get("status") != "pass" and any(k in (record.get("reason") or "") for k in _RETRYABLE)
 
 
 def _rows(res: EvalResult, impl: str, problem, suite: Suite, which: str | None = None) -> list[dict]:
@@ -101,7 +113,7 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
     device = resolve_device(opts.device)
     shapes = opts.shapes or ("small" if device == "cpu" else None)
     opts.out.mkdir(parents=True, exist_ok=True)
-    done = {(r["impl"], r["op"], r["shape"], r["device"]) for r in load_records(opts.out)}
+    done = {(r["impl"], r["op"], r["shape"], r["device"]) for r in load_records(opts.out) if not retryable(r)}
     meta_path = opts.out / "run.json"
     try:
         segments = json.loads(meta_path.read_text()).get("segments", []) if meta_path.exists() else []
@@ -160,6 +172,7 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
             # for the GPU lock (gpulock.py) is what tells a slow op from a stalled pipeline.
             parts = [f"{name} {r.status} {r.wall_s.get('worker_total_s', 0):.0f} s"
                      + (f" (GPU wait {r.wall_s['gpu_wait_s']:.0f} s)" if r.wall_s.get("gpu_wait_s") else "")
+                     + (f" (GPU held {r.wall_s['gpu_held_s']:.1f} s)" if r.wall_s.get("gpu_held_s") else "")
                      for name, r in waits]
             _log(progress, f"[{time.time() - t_run:6.0f} s] {finished[0]}/{len(suite.problems)} {problem.name}: "
                  f"{len(selected)} shapes in {time.time() - t_op:.0f} s" + (": " + "; ".join(parts) if parts else

@@ -49,6 +49,7 @@ class GpuLock:
         self.key, self.emit = key, emit
         self.drain = drain  # waits for this process's queued GPU work (torch.cuda.synchronize)
         self.waited_s = 0.0
+        self.held_s = 0.0  # seconds this process owned the GPU (exclusive holds)
 
     def _acquire(self, name: str, mode: int) -> int:
         fd = os.open(self.dir / f"{self.key}.{name}", os.O_RDWR | os.O_CREAT, 0o666)
@@ -98,14 +99,17 @@ class GpuLock:
     @contextmanager
     def exclusive(self):
         fd = self._enter(fcntl.LOCK_EX)
+        t0 = time.monotonic()
         try:
             yield
         finally:
             self._leave(fd)
+            self.held_s += time.monotonic() - t0
 
 
 class NoLock:
     waited_s = 0.0
+    held_s = 0.0
 
     def __init__(self, reason: str = ""):
         self.reason = reason  # why there is no lock where one was asked for ("" when none was)

@@ -13,6 +13,7 @@ the order rotated every round, so a clock drift or a thermal step hits all of th
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -92,13 +93,16 @@ class ShapeTimer:
         # inside the timed kernel (an 18% spread between two timings of one 20 us kernel, H200).
         torch.sum(self.flush_buf, dtype=torch.int32)
 
-    def first_calls(self, beat=None) -> None:
+    def first_calls(self, beat=None, gpu=None) -> None:
         """Every implementation called once on every input set: torch.compile's and Triton's
         compilation (seconds of host work, a few ms of GPU work), and, for a reference whose
         control flow depends on values (MoE routing counts, sequence lengths), torch.compile's
         recompilations for the value patterns the timed rounds will meet, so none happens inside
-        a timed sample. The worker holds no GPU lock for it (gpulock.py): a shared hold that long
-        would keep every other evaluation's timing waiting on a CPU.
+        a timed sample. GPU work outside every lock would land inside another evaluation's timed
+        region, so the calls hold the shared lock (gpulock.py), with one exception: torch.compile's
+        first call, seconds to minutes of host work for one call's worth of GPU work, runs
+        unlocked, since a shared hold that long would keep every other evaluation's timing waiting
+        on a CPU. (A Triton candidate's compile is a second or two: it stays under the lock.)
 
         `beat` feeds the sandbox's idle watchdog every few seconds: between calls for the
         candidate (one call that hangs is still a hang), and from a thread while the trusted
@@ -115,13 +119,19 @@ class ShapeTimer:
                 pulse = threading.Thread(target=pulse_loop, daemon=True)
                 pulse.start()
             try:
+                sets = self.sets
                 with torch.no_grad():
-                    for s in self.sets:
-                        impl(s)
-                        if beat is not None and time.monotonic() - last > BEAT_S:
-                            beat()
-                            last = time.monotonic()
-                torch.cuda.synchronize()
+                    if impl.name == "compile":
+                        impl(sets[0])
+                        torch.cuda.synchronize()
+                        sets = sets[1:]
+                    with (gpu.shared() if gpu is not None else contextlib.nullcontext()):
+                        for s in sets:
+                            impl(s)
+                            if beat is not None and time.monotonic() - last > BEAT_S:
+                                beat()
+                                last = time.monotonic()
+                        torch.cuda.synchronize()
             except Exception as e:  # noqa: BLE001 - a baseline that cannot run is reported, not fatal
                 impl.error = f"{type(e).__name__}: {str(e)[:200]}"
             finally:
@@ -206,35 +216,46 @@ class ShapeTimer:
         per = impl.graph_calls if impl.graph is not None else 1
         impl.samples += [s.elapsed_time(e) * 1000.0 / per for s, e in zip(starts, ends)]
 
-    def run(self) -> None:
+    def run(self, gpu=None) -> None:
+        """The timed rounds. Each round owns the GPU (`gpu.exclusive()`); between rounds the lock
+        goes back, so the refresh of the inputs (host work: hundreds of `make_inputs` calls for
+        a small shape) holds only the shared lock and other evaluations' rounds interleave."""
+        from aka.evaluate.gpulock import NoLock
+        gpu = gpu if gpu is not None else NoLock()
         live = []
-        for impl in self.impls:
-            if impl.error and not impl.warmed:
-                continue  # failed its warm-up: reported, not timed
-            try:
-                self.prepare(impl)
-                live.append(impl)
-            except Exception as e:  # noqa: BLE001 - a baseline that cannot run is reported, not fatal
-                impl.error = f"{type(e).__name__}: {str(e)[:200]}"
+        with gpu.exclusive():
+            for impl in self.impls:
+                if impl.error and not impl.warmed:
+                    continue  # failed its warm-up: reported, not timed
+                try:
+                    self.prepare(impl)
+                    live.append(impl)
+                except Exception as e:  # noqa: BLE001 - a baseline that cannot run is reported, not fatal
+                    impl.error = f"{type(e).__name__}: {str(e)[:200]}"
         for r in range(ROUNDS):
             if r and self.refresh is not None:
                 # New values, same addresses (graphs keep working): an output cache keyed on the
                 # input's address goes stale, and the timed-output check then catches it.
-                self.refresh(r)
-            order = live[r % len(live):] + live[:r % len(live)] if live else []
-            for impl in order:
-                if impl.error and not impl.samples:
-                    continue  # failed in an earlier round: dropped, reported
-                per_sample = max(impl.estimate_us, 1.0) * (impl.graph_calls if impl.graph is not None else 1)
-                n = int(TARGET_MS_PER_IMPL * 1000.0 / per_sample / ROUNDS)
-                n = max(MIN_SAMPLES // ROUNDS, min(MAX_SAMPLES // ROUNDS, n))
-                try:
-                    self.sample(impl, max(n, 2))
-                except Exception as e:  # noqa: BLE001 - a baseline failing mid-timing loses its
-                    # own timing (partial samples are not a measurement), not the others'
-                    if impl.name == "candidate":
-                        raise
-                    impl.error, impl.samples = f"{type(e).__name__}: {str(e)[:200]}", []
+                with gpu.shared():
+                    self.refresh(r)
+            with gpu.exclusive():
+                self._round(r, live)
+
+    def _round(self, r: int, live: list) -> None:
+        order = live[r % len(live):] + live[:r % len(live)] if live else []
+        for impl in order:
+            if impl.error and not impl.samples:
+                continue  # failed in an earlier round: dropped, reported
+            per_sample = max(impl.estimate_us, 1.0) * (impl.graph_calls if impl.graph is not None else 1)
+            n = int(TARGET_MS_PER_IMPL * 1000.0 / per_sample / ROUNDS)
+            n = max(MIN_SAMPLES // ROUNDS, min(MAX_SAMPLES // ROUNDS, n))
+            try:
+                self.sample(impl, max(n, 2))
+            except Exception as e:  # noqa: BLE001 - a baseline failing mid-timing loses its
+                # own timing (partial samples are not a measurement), not the others'
+                if impl.name == "candidate":
+                    raise
+                impl.error, impl.samples = f"{type(e).__name__}: {str(e)[:200]}", []
 
 
 def make_input_sets(rt, shape: dict, seed: int, l2_bytes: int, n: int | None = None) -> list[dict]:
@@ -329,11 +350,10 @@ def time_shapes(worker, shapes) -> None:
                             if isinstance(t, torch.Tensor) and k not in worker.meta.get("mutates", []):
                                 t.copy_(new[k])
             timer = ShapeTimer(impls, sets, l2, refresh)
-        timer.first_calls(beat=lambda sid=shape.id: worker.progress("timing", sid))
+        timer.first_calls(beat=lambda sid=shape.id: worker.progress("timing", sid), gpu=gpu)
         with gpu.shared():
             timer.warm()
-        with gpu.exclusive():
-            timer.run()
+        timer.run(gpu)
         if not baselines_only:
             with gpu.shared():
                 _check_timed_output(worker, impls[0], ref, sets)

@@ -474,6 +474,8 @@ class Worker:
         self.collect_costs(shapes)
         if self.gpu.waited_s:
             self.timer["gpu_wait_s"] = self.gpu.waited_s
+        if self.gpu.held_s:
+            self.timer["gpu_held_s"] = self.gpu.held_s
         self.timer["worker_total_s"] = time.perf_counter() - t_start
         self.res.wall_s.update({k: round(v, 3) for k, v in self.timer.items()})
         return self.res
@@ -505,6 +507,8 @@ class Worker:
         self.collect_costs(shapes)
         if self.gpu.waited_s:
             self.timer["gpu_wait_s"] = self.gpu.waited_s
+        if self.gpu.held_s:
+            self.timer["gpu_held_s"] = self.gpu.held_s
         self.timer["worker_total_s"] = time.perf_counter() - t_start
         self.res.wall_s.update({k: round(v, 3) for k, v in self.timer.items()})
         return self.res

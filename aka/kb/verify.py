@@ -124,7 +124,8 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
                 bar.console.print(f"{name}: {res.status}" + (f", sol_fraction min {min(sol):.2f} max {max(sol):.2f}"
                                                              if sol else "")
                                   + f" ({w.get('worker_total_s', 0):.0f} s"
-                                  + (f", GPU wait {w['gpu_wait_s']:.0f} s" if w.get("gpu_wait_s") else "") + ")",
+                                  + (f", GPU wait {w['gpu_wait_s']:.0f} s" if w.get("gpu_wait_s") else "")
+                                  + (f", GPU held {w['gpu_held_s']:.1f} s" if w.get("gpu_held_s") else "") + ")",
                                   markup=False, highlight=False)
                 return p, res.status
             finally:
