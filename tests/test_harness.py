@@ -233,9 +233,9 @@ def test_compiling_baselines_keep_the_idle_watchdog_fed_but_a_hanging_candidate_
         assert t.impls[0].error is None
 
 
-def test_first_calls_run_gpu_work_under_the_shared_lock_but_compile_s_first_call(monkeypatch):
-    """GPU work outside every lock would land in another evaluation's timed region: only
-    torch.compile's first call (minutes of host work, one call of GPU work) runs unlocked."""
+def test_first_calls_run_gpu_work_under_the_shared_lock(monkeypatch):
+    """GPU work outside every lock would land in another evaluation's timed region: every first
+    call holds the shared lock; torch.compile's through the hold that lets go while it compiles."""
     from contextlib import contextmanager
 
     import torch
@@ -251,6 +251,12 @@ def test_first_calls_run_gpu_work_under_the_shared_lock_but_compile_s_first_call
             yield
             held.pop()
 
+        @contextmanager
+        def shared_except_compiling(self):
+            held.append("shared_except_compiling")
+            yield
+            held.pop()
+
     calls = []
 
     class Impl:
@@ -263,7 +269,49 @@ def test_first_calls_run_gpu_work_under_the_shared_lock_but_compile_s_first_call
     t = timing.ShapeTimer.__new__(timing.ShapeTimer)
     t.impls, t.sets = [Impl("candidate"), Impl("eager"), Impl("compile")], [{"i": i} for i in range(3)]
     t.first_calls(gpu=Lock())
-    unlocked = [(n, i) for n, i, h in calls if not h]
-    assert unlocked == [("compile", 0)]
-    assert len(calls) == 9 and {(n, i) for n, i, _ in calls} == {(n, i) for n in ("candidate", "eager", "compile")
-                                                                   for i in range(3)}
+    assert len(calls) == 9
+    for name, _, h in calls:
+        assert h == (("shared_except_compiling",) if name == "compile" else ("shared",)), (name, h)
+
+
+def test_shared_hold_lets_go_while_torch_compile_compiles(tmp_path):
+    """gpulock.shared_except_compiling: during a dynamo compile (and a recompile for new values)
+    another process could take the exclusive lock; around the compiled calls it could not."""
+    import fcntl
+    import os
+
+    import torch
+
+    from aka.evaluate.gpulock import GpuLock
+    from torch._dynamo.callback import callback_handler
+    lock = GpuLock(tmp_path, "gpu0")
+    seen = []
+
+    def exclusive_free() -> bool:
+        fd = os.open(tmp_path / "gpu0.lock", os.O_RDWR | os.O_CREAT)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return True
+        except BlockingIOError:
+            return False
+        finally:
+            os.close(fd)
+
+    def f(x, n: int):
+        return x * n if n > 2 else x + n  # an int argument: a new value recompiles
+
+    g = torch.compile(f, backend="eager", dynamic=False)
+    torch._dynamo.reset()  # (clears registered callbacks too)
+    probe = lambda _a: seen.append(("compiling", exclusive_free()))  # noqa: E731
+    try:
+        with lock.shared_except_compiling():
+            callback_handler.register_start_callback(probe)  # after the lock's own: it sees the release
+            for n in (1, 3):
+                g(torch.ones(4), n)
+                seen.append(("between", exclusive_free()))
+    finally:
+        callback_handler.remove_start_callback(probe)
+    assert seen.count(("compiling", True)) >= 2 and ("compiling", False) not in seen
+    assert [s for s in seen if s[0] == "between"] == [("between", False)] * 2
+    assert exclusive_free()

@@ -57,8 +57,12 @@ def _wall_line(meta: dict) -> str:
     segs = [s for s in meta.get("segments", []) if s.get("wall_s") is not None]
     if not segs:
         return "Wall time: not recorded (the run was interrupted, or predates the record)."
-    parts = ", ".join(f"{s['wall_s']:.0f} s (--jobs {s.get('jobs')}, {s.get('records_after', 0) - s.get('records_before', 0)} "
-                      "records)" for s in segs)
+    def part(s: dict) -> str:
+        if "records_after" in s:
+            return f"{s['wall_s']:.0f} s (--jobs {s.get('jobs')}, {s['records_after'] - s.get('records_before', 0)} records)"
+        # cut off (a deadline, a kill): the wall time up to its last finished op
+        return f"{s['wall_s']:.0f} s (--jobs {s.get('jobs')}, {s.get('ops_finished', 0)} ops, then cut off)"
+    parts = ", ".join(part(s) for s in segs)
     return f"Wall time: {sum(s['wall_s'] for s in segs):.0f} s in {len(segs)} invocation(s): {parts}."
 
 

@@ -168,6 +168,10 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
         with lock:
             _advance(progress)
             finished[0] += 1
+            # The segment's wall time so far, after every op: a run cut off by a deadline (the
+            # device's ten-minute calls) still says how long its part took.
+            seg.update(wall_s=round(time.time() - seg["started"], 1), ops_finished=finished[0])
+            meta_path.write_text(json.dumps(meta, indent=2))
             # A line per op, with where its time went: on a GPU shared by several jobs, the wait
             # for the GPU lock (gpulock.py) is what tells a slow op from a stalled pipeline.
             parts = [f"{name} {r.status} {r.wall_s.get('worker_total_s', 0):.0f} s"

@@ -97,6 +97,41 @@ class GpuLock:
             self._leave(fd)
 
     @contextmanager
+    def shared_except_compiling(self):
+        """A shared hold that lets go while torch.compile compiles: dynamo's compile callbacks
+        release it at a compile's start (after draining the GPU) and take it again at its end.
+        A value-dependent reference (MoE routing, sequence lengths) recompiles for new values,
+        minutes of host work that must not keep every other evaluation's timing waiting, while
+        the compiled calls between compiles still run under the lock. Where dynamo has no
+        callbacks, the hold covers everything (slower, never less isolated)."""
+        state = {"fd": self._enter(fcntl.LOCK_SH)}
+
+        def start(_args=None):
+            if state["fd"] is not None:
+                fd, state["fd"] = state["fd"], None
+                self._leave(fd)
+
+        def end(_args=None):
+            if state["fd"] is None:
+                state["fd"] = self._enter(fcntl.LOCK_SH)
+
+        handler = _compile_callbacks()
+        if handler is not None:
+            handler.register_start_callback(start)
+            handler.register_end_callback(end)
+        try:
+            yield
+        finally:
+            if handler is not None:
+                for remove, cb in ((handler.remove_start_callback, start), (handler.remove_end_callback, end)):
+                    try:
+                        remove(cb)
+                    except ValueError:  # torch._dynamo.reset() inside the hold cleared them
+                        pass
+            if state["fd"] is not None:
+                self._leave(state["fd"])
+
+    @contextmanager
     def exclusive(self):
         fd = self._enter(fcntl.LOCK_EX)
         t0 = time.monotonic()
@@ -105,6 +140,16 @@ class GpuLock:
         finally:
             self._leave(fd)
             self.held_s += time.monotonic() - t0
+
+
+def _compile_callbacks():
+    try:
+        from torch._dynamo.callback import callback_handler
+    except Exception:  # noqa: BLE001 - a torch without dynamo's compile callbacks
+        return None
+    ok = all(hasattr(callback_handler, m) for m in ("register_start_callback", "register_end_callback",
+                                                       "remove_start_callback", "remove_end_callback"))
+    return callback_handler if ok else None
 
 
 class NoLock:
@@ -118,7 +163,7 @@ class NoLock:
     def shared(self):
         yield
 
-    exclusive = shared
+    exclusive = shared_except_compiling = shared
 
 
 def for_worker(cfg: dict, device: str, emit) -> GpuLock | NoLock:

@@ -99,10 +99,10 @@ class ShapeTimer:
         control flow depends on values (MoE routing counts, sequence lengths), torch.compile's
         recompilations for the value patterns the timed rounds will meet, so none happens inside
         a timed sample. GPU work outside every lock would land inside another evaluation's timed
-        region, so the calls hold the shared lock (gpulock.py), with one exception: torch.compile's
-        first call, seconds to minutes of host work for one call's worth of GPU work, runs
-        unlocked, since a shared hold that long would keep every other evaluation's timing waiting
-        on a CPU. (A Triton candidate's compile is a second or two: it stays under the lock.)
+        region, so the calls hold the shared lock (gpulock.py), except while torch.compile
+        compiles (seconds to minutes of host work for each value pattern of a value-dependent
+        reference): a shared hold that long would keep every other evaluation's timing waiting on
+        a CPU. (A Triton candidate's compile is a second or two: it stays under the lock.)
 
         `beat` feeds the sandbox's idle watchdog every few seconds: between calls for the
         candidate (one call that hangs is still a hang), and from a thread while the trusted
@@ -119,14 +119,15 @@ class ShapeTimer:
                 pulse = threading.Thread(target=pulse_loop, daemon=True)
                 pulse.start()
             try:
-                sets = self.sets
+                if gpu is None:
+                    hold = contextlib.nullcontext()
+                elif impl.name == "compile":
+                    hold = gpu.shared_except_compiling()
+                else:
+                    hold = gpu.shared()
                 with torch.no_grad():
-                    if impl.name == "compile":
-                        impl(sets[0])
-                        torch.cuda.synchronize()
-                        sets = sets[1:]
-                    with (gpu.shared() if gpu is not None else contextlib.nullcontext()):
-                        for s in sets:
+                    with hold:
+                        for s in self.sets:
                             impl(s)
                             if beat is not None and time.monotonic() - last > BEAT_S:
                                 beat()
