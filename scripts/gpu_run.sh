@@ -18,6 +18,7 @@
 # One device call runs 10 minutes at most. Every step runs under `timeout` against a deadline
 # (AKA_DEADLINE_S seconds after start, default 560) so the archive is always written, even when
 # a step is cut short; steps write their results as they go (bench and kb resume from them).
+# Before each call: scripts/pre_device.sh (records the commit; the device's .git is not ours).
 # Caches travel between calls: set AKA_CACHE_DIR to a folder carried in (.gpucache, which git
 # ignores); it holds the calibration and the eager/compile baseline times, and
 # comes back inside results.tgz as cache/.
@@ -27,6 +28,8 @@ T0=$(date +%s)
 DEADLINE=${AKA_DEADLINE_S:-560}
 export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True} PYTHONPATH=$PWD PYTHONUNBUFFERED=1 AKA_CACHE_DIR=${AKA_CACHE_DIR:-/tmp/aka-cache}
 mkdir -p "$AKA_CACHE_DIR"
+# the commit this tree was copied from (scripts/pre_device.sh, run before the call)
+[[ -s $AKA_CACHE_DIR/source_sha ]] && export AKA_GIT_SHA=$(cat "$AKA_CACHE_DIR/source_sha")
 W=$OUT/work; mkdir -p "$W"
 modes=" ${*:-harness} "
 left() { echo $(( DEADLINE - ($(date +%s) - T0) )); }
@@ -44,7 +47,7 @@ step() {
 prov() {
   { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
     python3 -c "import torch,triton,sys;print('torch',torch.__version__,'triton',triton.__version__,'python',sys.version.split()[0])"
-    git rev-parse --short=12 HEAD 2>/dev/null; date -u +%FT%TZ; } > "$1/provenance.txt" 2>&1
+    echo "source ${AKA_GIT_SHA:-$(git rev-parse --short=12 HEAD 2>/dev/null)}"; date -u +%FT%TZ; } > "$1/provenance.txt" 2>&1
 }
 calib() {  # the measured ceilings, once per cache
   ls "$AKA_CACHE_DIR"/calibration/*.json >/dev/null 2>&1 && return 0

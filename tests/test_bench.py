@@ -122,3 +122,30 @@ def test_weights_reproduce_from_committed_workload(tmp_path):
     for k, v in committed["weights"].items():
         assert math.isclose(again["weights"][k], v, rel_tol=1e-9, abs_tol=1e-12), k
     assert again["provenance"]["inputs"] == committed["provenance"]["inputs"]
+
+
+def test_weights_from_measured_times_refuse_a_partial_run(tmp_path, capsys):
+    """`aka bench weigh --times RUN` on a run that timed only some operators (a device call cut
+    off by its deadline) must not rewrite the weights with zero for the rest; a run covering every
+    operator is accepted, and its times move the weights."""
+    from aka.cli import main
+    suite = load_suite()
+    run = tmp_path / "run"
+    run.mkdir()
+    some = [dict(impl="reference", op=p.name, shape=s.id, device="cuda", correct=True, time_us=10.0)
+            for p in suite.problems[:2] for s in p.shapes.values()]
+    (run / "records.jsonl").write_text("\n".join(json.dumps(r) for r in some) + "\n")
+    args = ["bench", "weigh", "--workload", str(REPO_ROOT / "bench/workloads/serving_mix.yaml"), "--times", str(run),
+            "--out", str(tmp_path / "w.json")]
+    assert main(args) == 2
+    assert "2 of 30 operators" in capsys.readouterr().err and not (tmp_path / "w.json").exists()
+    got = []
+    for slow in (1.0, 10.0):
+        every = [dict(impl="reference", op=p.name, shape=s.id, device="cuda", correct=True,
+                      time_us=10.0 * (slow if p.name == "rms_norm" else 1.0))
+                 for p in suite.problems for s in p.shapes.values()]
+        (run / "records.jsonl").write_text("\n".join(json.dumps(r) for r in every) + "\n")
+        assert main(args) == 0
+        got.append(json.loads((tmp_path / "w.json").read_text())["weights"])
+    assert all(math.isclose(sum(w.values()), 1.0) for w in got)
+    assert got[1]["rms_norm"] > 2 * got[0]["rms_norm"] > 0

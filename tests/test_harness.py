@@ -315,3 +315,52 @@ def test_shared_hold_lets_go_while_torch_compile_compiles(tmp_path):
     assert seen.count(("compiling", True)) >= 2 and ("compiling", False) not in seen
     assert [s for s in seen if s[0] == "between"] == [("between", False)] * 2
     assert exclusive_free()
+
+
+def test_timed_rounds_refresh_floats_and_keep_the_integers_that_steer_control_flow():
+    """New routing ids or sequence lengths in a timed round would make torch.compile recompile
+    a value-dependent reference inside the timed region; new activations are enough to expose a
+    stale cached output. An all-integer op still gets new values."""
+    import torch
+
+    from aka.evaluate.timing import refreshed_keys
+    moe = {"x": torch.ones(2, 4, dtype=torch.bfloat16), "topk_ids": torch.zeros(2, 2, dtype=torch.int32),
+           "scale": torch.ones(2), "block_size": 16}
+    assert refreshed_keys(moe) == ["x", "scale"]
+    assert refreshed_keys(moe, mutates=["x"]) == ["scale"]
+    align = {"topk_ids": torch.zeros(2, 2, dtype=torch.int32), "num_experts": 8}
+    assert refreshed_keys(align) == ["topk_ids"]
+
+
+def test_input_sets_share_one_pattern_of_control_values():
+    """Timing's input sets: floats differ per set (and per refresh), integer control values
+    are the first set's in every set (one compile of a value-dependent reference), each in its
+    own storage (the rotation still keeps the L2 cold)."""
+    import torch
+
+    from aka.evaluate.timing import make_input_sets
+
+    class Rt:
+        def make_inputs(self, shape):
+            return {"x": torch.randn(8, 4), "ids": torch.randint(0, 1000, (8,)), "k": 3}
+
+    class IntRt:
+        def make_inputs(self, shape):
+            return {"ids": torch.randint(0, 1000, (8,))}
+
+    sets = make_input_sets(Rt(), {}, seed=1, l2_bytes=10_000, n=4)
+    assert all(torch.equal(s["ids"], sets[0]["ids"]) for s in sets)
+    assert len({s["ids"].data_ptr() for s in sets}) == 4
+    assert not torch.equal(sets[0]["x"], sets[1]["x"])
+    only_ints = make_input_sets(IntRt(), {}, seed=1, l2_bytes=10_000, n=3)
+    assert not torch.equal(only_ints[0]["ids"], only_ints[1]["ids"])  # nothing else to vary
+
+
+def test_provenance_names_the_commit_the_device_copy_came_from(monkeypatch):
+    """The device machine's copy of the tree has a .git of its own: AKA_GIT_SHA (written by
+    scripts/pre_device.sh, exported by gpu_run.sh) is what the records then name."""
+    from aka.evaluate.api import git_sha
+    monkeypatch.setenv("AKA_GIT_SHA", "0123456789ab")
+    assert git_sha() == "0123456789ab"
+    monkeypatch.delenv("AKA_GIT_SHA")
+    assert git_sha() != "0123456789ab"

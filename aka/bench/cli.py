@@ -1,6 +1,7 @@
 """`aka bench list | run | report | weigh`."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from aka.problem import REPO_ROOT
@@ -129,7 +130,11 @@ def cmd_weigh(args) -> int:
         w, summary = weigh.weights_from_trace(Path(args.trace), Path(args.rules))
         inputs, method = [Path(args.trace), Path(args.rules)], "trace: GPU kernel time per operator (kernel_rules.yaml)"
     else:
-        w, summary = weigh.weights_from_workload(suite, Path(args.workload), Path(args.times) if args.times else None)
+        try:
+            w, summary = weigh.weights_from_workload(suite, Path(args.workload), Path(args.times) if args.times else None)
+        except ValueError as e:
+            print(f"aka bench weigh: {e}", file=sys.stderr)
+            return 2
         inputs = [Path(args.workload)]
         method = f"workload: {Path(args.workload).name}; per-shape times {summary['times']}"
     out = weigh.write_weights(w, summary, method, inputs, Path(args.out), suite)

@@ -64,6 +64,13 @@ def _shape_times(suite: Suite, times_dir: Path | None, gpu: str) -> tuple[dict, 
             if r.get("correct") and r.get("time_us") and not r.get("impossible"):
                 k = (r["op"], r["shape"])
                 best[k] = min(best.get(k, float("inf")), r["time_us"])
+        missing = sorted({p.name for p in suite.problems} - {op for op, _ in best})
+        if missing:
+            # A partial run (a device call cut off by its deadline) would give every operator it
+            # has not reached a weight of zero and rewrite the suite's weights with that.
+            raise ValueError(f"{times_dir} has correct timings for {len(suite.problems) - len(missing)} of "
+                             f"{len(suite.problems)} operators (none for: {', '.join(missing)}); weights from "
+                             "it would give those zero weight. Finish the run (`aka bench run` resumes) first")
         return best, f"measured: fastest correct implementation per shape in {times_dir}"
     from aka.hardware import match_spec
     from aka.roofline import Cost, roofline

@@ -53,6 +53,10 @@ def resolve_device(device: str | None) -> str:
 
 
 def git_sha() -> str | None:
+    # A copy of the tree whose .git is not the source's (the device machine's checkout): the
+    # commit it was copied from, as scripts/pre_device.sh wrote it, names the code that ran.
+    if os.environ.get("AKA_GIT_SHA"):
+        return os.environ["AKA_GIT_SHA"]
     try:
         sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO_ROOT, capture_output=True,
                              text=True, timeout=5).stdout.strip()
