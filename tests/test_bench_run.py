@@ -90,3 +90,40 @@ def test_resume_measures_again_what_failed_for_want_of_gpu_memory(tmp_path):
     assert retryable(oom) and not retryable(bad) and not retryable(dict(oom, status="pass"))
     rows = load_records(tmp_path)
     assert len(rows) == 2 and {r["shape"]: r["status"] for r in rows} == {"0": "pass", "1": "runtime_error"}
+
+
+def test_split_op_baselines_run_as_chunks_first_and_resume_only_missing_shapes(tmp_path, monkeypatch):
+    """meta.json `bench.split` spreads an op's baseline shapes over several jobs, started before the
+    other ops; the records are those of one unsplit run, and a resumed run evaluates only the shapes
+    it has no record for."""
+    import aka.bench.run as run_mod
+    from aka.problem import load_problem
+    calls = []
+    real = run_mod.evaluate_baselines
+
+    def spy(problem, *, shapes=None, config=None, on_progress=None):
+        calls.append((problem.name, list(shapes) if isinstance(shapes, list) else shapes))
+        return real(problem, shapes=shapes, config=config, on_progress=on_progress)
+
+    monkeypatch.setattr(run_mod, "evaluate_baselines", spy)
+    moe = load_problem("fused_moe")
+    assert moe.meta["bench"]["split"] > 1 and len(moe.small_shapes) >= 2
+    out = tmp_path / "run"
+    args = ["bench", "run", "--impl", "reference,compile", "--device", "cpu", "--ops", "rms_norm,fused_moe",
+            "--out", str(out)]
+    assert main(args) == 0
+    k = min(moe.meta["bench"]["split"], len(moe.small_shapes))
+    assert [c[0] for c in calls] == ["fused_moe"] * k + ["rms_norm"]  # the split op first, in k chunks
+    assert sorted(s for c in calls[:k] for s in c[1]) == sorted(moe.small_shapes)
+    rows = load_records(out)
+    keys = [(r["impl"], r["op"], r["shape"]) for r in rows]
+    assert len(keys) == len(set(keys)) == 2 * (len(moe.small_shapes) + len(load_problem("rms_norm").small_shapes))
+    # drop one fused_moe shape's records: the resumed run evaluates that shape alone
+    lost = sorted(moe.small_shapes)[0]
+    lines = (out / "records.jsonl").read_text().splitlines()
+    (out / "records.jsonl").write_text("\n".join(ln for ln in lines if not (json.loads(ln)["op"] == "fused_moe"
+                                                                             and json.loads(ln)["shape"] == lost)) + "\n")
+    calls.clear()
+    assert main(args) == 0
+    assert calls == [("fused_moe", [lost])]
+    assert len(load_records(out)) == len(rows)

@@ -137,63 +137,98 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
     t_run = time.time()
     finished = [0]
 
-    def one_problem(problem, sink) -> None:
-        t_op, waits = time.time(), []
+    def shapes_of(problem):
         # External problems (Atrex-Bench, KernelBench) carry no CPU-sized set: use their shapes.
-        shapes_p = None if (shapes == "small" and not problem.small_shapes) else shapes
-        selected = [s.id for s in problem.select(shapes_p)]
-        if want_base and not all((i, problem.name, sid, device) in done for i in want_base for sid in selected):
-            _step(progress, f"{problem.name}: baselines")
-            res = evaluate_baselines(problem, shapes=shapes_p, config=cfg)
-            waits.append(("baselines", res))
-            with lock:
-                for impl in want_base:
-                    _write(sink, _rows(res, impl, problem, suite, which=impl))
-        for d in cand_dirs:
-            impl = d.name
-            if all((impl, problem.name, sid, device) in done for sid in selected):
-                continue
+        return None if (shapes == "small" and not problem.small_shapes) else shapes
+
+    def baseline_chunks(problem) -> list[list[str]]:
+        """The shapes still to baseline, in `bench.split` chunks (meta.json) that run as separate
+        jobs: an op whose torch.compile takes minutes per shape (fused_moe unrolls its expert
+        loop) would otherwise be one job longer than the rest of the suite."""
+        if not want_base:
+            return []
+        missing = [s.id for s in problem.select(shapes_of(problem))
+                   if not all((i, problem.name, s.id, device) in done for i in want_base)]
+        k = max(1, min(int((problem.meta.get("bench") or {}).get("split", 1)), len(missing)))
+        return [missing[i::k] for i in range(k)] if missing else []
+
+    state: dict[str, dict] = {}  # op -> tasks left, start time, results (for the op's log line)
+
+    def task(problem, kind: str, arg, sink) -> None:
+        st = state[problem.name]
+        with lock:
+            st["t0"] = st["t0"] or time.time()
+        if kind == "baselines":
+            _step(progress, f"{problem.name}: baselines" + (f" ({len(arg)} shapes)" if st["tasks"] > 1 else ""))
+            res = evaluate_baselines(problem, shapes=arg, config=cfg)
+            rows = [r for impl in want_base for r in _rows(res, impl, problem, suite, which=impl)]
+            st["waits"].append(("baselines", res))
+        else:
+            impl, d = arg.name, arg
             _step(progress, f"{problem.name}: {impl}")
             cand = candidate_for(d, problem.name)
             if cand is None:
                 res = EvalResult(status="rejected", reason=f"no candidate for {problem.name} in {d}",
                                  problem=problem.name, device=device)
                 from aka.evaluate.result import ShapeResult
-                res.shapes = [ShapeResult(id=s.id, label=s.label()) for s in problem.select(shapes_p)]
+                res.shapes = [ShapeResult(id=s.id, label=s.label()) for s in problem.select(shapes_of(problem))]
             else:
-                res = evaluate(problem, cand, shapes=shapes_p, config=cfg)
-                waits.append((impl, res))
-            with lock:
-                _write(sink, _rows(res, impl, problem, suite))
+                res = evaluate(problem, cand, shapes=shapes_of(problem), config=cfg)
+                st["waits"].append((impl, res))
+            rows = _rows(res, impl, problem, suite)
         with lock:
-            _advance(progress)
-            finished[0] += 1
-            # The segment's wall time so far, after every op: a run cut off by a deadline (the
-            # device's ten-minute calls) still says how long its part took.
-            seg.update(wall_s=round(time.time() - seg["started"], 1), ops_finished=finished[0])
-            meta_path.write_text(json.dumps(meta, indent=2))
-            # A line per op, with where its time went: on a GPU shared by several jobs, the wait
-            # for the GPU lock (gpulock.py) is what tells a slow op from a stalled pipeline.
-            parts = [f"{name} {r.status} {r.wall_s.get('worker_total_s', 0):.0f} s"
-                     + (f" (GPU wait {r.wall_s['gpu_wait_s']:.0f} s)" if r.wall_s.get("gpu_wait_s") else "")
-                     + (f" (GPU held {r.wall_s['gpu_held_s']:.1f} s)" if r.wall_s.get("gpu_held_s") else "")
-                     for name, r in waits]
-            _log(progress, f"[{time.time() - t_run:6.0f} s] {finished[0]}/{len(suite.problems)} {problem.name}: "
-                 f"{len(selected)} shapes in {time.time() - t_op:.0f} s" + (": " + "; ".join(parts) if parts else
-                                                                             " (all recorded before)"))
+            _write(sink, rows)
+            st["tasks"] -= 1
+            if st["tasks"] == 0:
+                op_done(problem, st)
 
+    def op_done(problem, st) -> None:
+        """Called under the lock when the op's last task ends."""
+        _advance(progress)
+        finished[0] += 1
+        # The segment's wall time so far, after every op: a run cut off by a deadline (the
+        # device's ten-minute calls) still says how long its part took.
+        seg.update(wall_s=round(time.time() - seg["started"], 1), ops_finished=finished[0])
+        meta_path.write_text(json.dumps(meta, indent=2))
+        # A line per op, with where its time went: on a GPU shared by several jobs, the wait
+        # for the GPU lock (gpulock.py) is what tells a slow op from a stalled pipeline.
+        parts = [f"{name} {r.status} {r.wall_s.get('worker_total_s', 0):.0f} s"
+                 + (f" (GPU wait {r.wall_s['gpu_wait_s']:.0f} s)" if r.wall_s.get("gpu_wait_s") else "")
+                 + (f" (GPU held {r.wall_s['gpu_held_s']:.1f} s)" if r.wall_s.get("gpu_held_s") else "")
+                 for name, r in st["waits"]]
+        n = len(problem.select(shapes_of(problem)))
+        took = f"{n} shapes in {time.time() - st['t0']:.0f} s" if st["t0"] else f"{n} shapes"
+        _log(progress, f"[{time.time() - t_run:6.0f} s] {finished[0]}/{len(suite.problems)} {problem.name}: "
+             f"{took}" + (": " + "; ".join(parts) if parts else " (all recorded before)"))
+
+    # Tasks: an op's baselines (in chunks where meta.json asks), then each candidate directory
+    # still missing records. Ops split into chunks start first, so their long jobs overlap the rest.
+    tasks, first, rest = [], [], []
+    for problem in suite.problems:
+        ts = [(problem, "baselines", c) for c in baseline_chunks(problem)]
+        selected = [s.id for s in problem.select(shapes_of(problem))]
+        ts += [(problem, "candidate", d) for d in cand_dirs
+               if not all((d.name, problem.name, sid, device) in done for sid in selected)]
+        state[problem.name] = {"tasks": len(ts), "t0": None, "waits": []}
+        (first if len(ts) > 1 + len(cand_dirs) else rest).append((problem, ts))
+    for problem, ts in first + rest:
+        tasks += ts
     with open(_records_path(opts.out), "a") as sink:
+        with lock:
+            for problem in suite.problems:
+                if state[problem.name]["tasks"] == 0:
+                    op_done(problem, state[problem.name])
         if opts.jobs > 1:
             # Several ops at once: their compilation, input generation and checks overlap, their
             # timed rounds take turns under the harness's GPU lock (aka/evaluate/gpulock.py).
             from concurrent.futures import ThreadPoolExecutor
             _step(progress, f"{len(suite.problems)} ops, {opts.jobs} at a time (timings take turns)")
             with ThreadPoolExecutor(opts.jobs) as pool:
-                for f in [pool.submit(one_problem, p, sink) for p in suite.problems]:
+                for f in [pool.submit(task, p, kind, arg, sink) for p, kind, arg in tasks]:
                     f.result()
         else:
-            for problem in suite.problems:
-                one_problem(problem, sink)
+            for p, kind, arg in tasks:
+                task(p, kind, arg, sink)
     # Every invocation (a resumed run has several) with its wall time: "the suite takes N s" is a
     # figure of the run, not a guess.
     seg.update(finished=time.time(), wall_s=round(time.time() - seg["started"], 1),
