@@ -314,12 +314,23 @@ class Worker:
                 raise f from None
             else:
                 sr.correct = True
+            finally:
+                self.release_memory()
             self.timer.setdefault(stage + "_s", 0.0)
             self.timer[stage + "_s"] += time.perf_counter() - t0
         if failures:
             sid, f = failures[0]
             raise StageFailure("incorrect", f"{len(failures)} of {len(shapes)} shapes failed; "
                                f"shape {sid}: {f.reason}", stage)
+
+    def release_memory(self) -> None:
+        """Hand the allocator's cached blocks back after each shape: evaluations sharing one GPU
+        (bench jobs, kb verify, the sweep) otherwise each keep their largest shape's memory (up
+        to 26 GiB per process seen on the H200) and the next allocation anywhere runs out."""
+        if self.device.startswith("cuda"):
+            import gc
+            gc.collect()
+            torch.cuda.empty_cache()
 
     def check_repeat(self, cand, shape, pristine, first_out) -> None:
         """Same input twice must give the same answer (within tolerance): races show up here."""
@@ -371,6 +382,7 @@ class Worker:
             if self.device.startswith("cuda"):
                 with self.gpu.shared():
                     ops += self.profile_shape(shape)
+                self.release_memory()
             if ops:
                 sr.fallback_ops, sr.failed_stage = ops, "fallback"
                 sr.reason = "PyTorch compute inside forward: " + ", ".join(ops[:6])
