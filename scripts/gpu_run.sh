@@ -8,8 +8,8 @@
 #
 #   device: bash scripts/gpu_run.sh MODE...
 #   MODE: harness | adv | evals | agent1 | sweep | kb | bench | bench1 | bench2 | all
-#   (all: suite baselines, `kb verify` and the offline sweep at once, sharing the GPU through its
-#   lock and the baseline cache; AKA_BENCH_JOBS / AKA_KB_JOBS / AKA_SWEEP_JOBS split the cores.
+#   (all: suite baselines, then `kb verify`, then the offline sweep, each starting when the one
+#   before has finished; AKA_BENCH_JOBS / AKA_KB_JOBS / AKA_SWEEP_JOBS set their parallelism.
 #   Run it again with the returned cache carried in (collect_runs.py puts it in .gpucache) and
 #   each part resumes: bench from its records, kb from the kernels' results, the sweep's runs)
 #   (adv: the GPU adversarial suite and the parallel-timing test only, without the slower
@@ -97,22 +97,29 @@ if [[ $modes == *" bench "* || $modes == *" bench1 "* || $modes == *" bench2 "* 
 fi
 SWEEP_OPS=${AKA_SWEEP_OPS:-rms_norm,fused_add_rms_norm,silu_and_mul,gelu_and_mul,softmax,rope_neox,fp8_per_token_group_quant,l2_norm}
 if [[ $modes == *" all "* ]]; then
+  # One after the other, each resuming what an earlier call left: the suite baselines (which fill
+  # the baseline cache kb verify and the sweep then read), kb verify, the offline sweep. Run side
+  # by side (session 4, call 1) the three put 14 processes on the GPU, ran it out of memory and
+  # left each op waiting on the lock for 90% of its time.
   d=$W/bench; k=$W/kb; sw=$W/sweep; mkdir -p "$d" "$k" "$sw"; prov "$d"; prov "$k"; prov "$sw"; calib "$d"
   [[ -d $AKA_CACHE_DIR/bench_run ]] && cp -r "$AKA_CACHE_DIR/bench_run" "$d/run"
   [[ -d $AKA_CACHE_DIR/sweep ]] && cp -r "$AKA_CACHE_DIR/sweep" "$sw/sweep"
-  # kb verify takes the ops the sweep does not (the sweep verifies its own first), in reverse
-  # order, so it meets the bench run (alphabetical) mid-suite and they share the baseline cache
-  others=$(ls bench/ops | grep -vxF -f <(tr , '\n' <<< "$SWEEP_OPS") | sort -r | paste -sd,)
-  step "$d/bench.log" python3 -m aka.cli bench run --impl reference,compile --jobs ${AKA_BENCH_JOBS:-6} --out "$d/run" &
-  step "$k/kb_verify.log" python3 -m aka.cli kb verify --device cuda --jobs ${AKA_KB_JOBS:-4} --reverse --first "$others" &
-  step "$sw/sweep.log" python3 experiments/offline_sweep.py --iters ${AKA_SWEEP_ITERS:-4} --n ${AKA_N:-2} \
-    --jobs ${AKA_SWEEP_JOBS:-4} --out "$sw/sweep" --wall-s ${AKA_TUNE_WALL:-200} --ops "$SWEEP_OPS" \
-    ${AKA_TUNE_OPS:+--tune-ops $AKA_TUNE_OPS} &
-  wait
-  rm -rf "$AKA_CACHE_DIR/bench_run" "$AKA_CACHE_DIR/sweep"
-  cp -r "$d/run" "$AKA_CACHE_DIR/bench_run"; cp -r "$sw/sweep" "$AKA_CACHE_DIR/sweep" 2>/dev/null
-  tail -8 "$d/bench.log"; tail -8 "$k/kb_verify.log"; tail -8 "$sw/sweep.log"
-  tar czf "$k/results_json.tgz" knowledge_base/kernels/*/*.results.json 2>/dev/null
+  step "$d/bench.log" python3 -m aka.cli bench run --impl reference,compile --jobs ${AKA_BENCH_JOBS:-8} --out "$d/run"
+  bench_rc=$?
+  rm -rf "$AKA_CACHE_DIR/bench_run"; cp -r "$d/run" "$AKA_CACHE_DIR/bench_run"
+  if (( bench_rc == 0 )); then
+    step "$k/kb_verify.log" python3 -m aka.cli kb verify --device cuda --jobs ${AKA_KB_JOBS:-6} \
+      ${AKA_KB_FIRST:+--first $AKA_KB_FIRST}
+    kb_rc=$?
+    tar czf "$k/results_json.tgz" knowledge_base/kernels/*/*.results.json 2>/dev/null
+    if (( kb_rc == 0 )); then
+      step "$sw/sweep.log" python3 experiments/offline_sweep.py --iters ${AKA_SWEEP_ITERS:-4} --n ${AKA_N:-2} \
+        --jobs ${AKA_SWEEP_JOBS:-6} --out "$sw/sweep" --wall-s ${AKA_TUNE_WALL:-200} --ops "$SWEEP_OPS" \
+        ${AKA_TUNE_OPS:+--tune-ops $AKA_TUNE_OPS}
+      rm -rf "$AKA_CACHE_DIR/sweep"; cp -r "$sw/sweep" "$AKA_CACHE_DIR/sweep" 2>/dev/null
+    fi
+  fi
+  tail -8 "$d/bench.log"; tail -8 "$k/kb_verify.log" 2>/dev/null; tail -8 "$sw/sweep.log" 2>/dev/null
 fi
 if [[ $modes == *" kb "* ]]; then
   d=$W/kb; mkdir -p "$d"; prov "$d"; calib "$d"

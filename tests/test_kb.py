@@ -463,3 +463,24 @@ def test_cli_query_and_eval(built, capsys, tmp_path):
     assert "| hybrid |" in text and "| lexical |" in text and "| embedding |" in text
     assert "Queries: 2 (1 problem, 1 symptom)" in text
 
+
+
+def test_kb_verify_redoes_a_kernel_that_ran_out_of_gpu_memory(tmp_path):
+    """A result that says the GPU ran out of memory (other evaluations beside it) is not a
+    verdict on the kernel: `aka kb verify` runs it again; any other current result stands."""
+    import json
+
+    from aka.kb.verify import is_current, results_path, source_hash
+    k = tmp_path / "k.py"
+    k.write_text("class ModelNew: pass\n")
+
+    def with_result(status, reason):
+        entry = {"status": status, "reason": reason, "source_hash": source_hash(k), "shapes_spec": "all"}
+        results_path(k).write_text(json.dumps({"devices": {"cuda": entry}}))
+
+    with_result("crashed", "[correctness] out of memory: OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB")
+    assert not is_current(k, "cuda")
+    with_result("crashed", "[correctness] illegal memory access")
+    assert is_current(k, "cuda")
+    with_result("pass", "all stages passed")
+    assert is_current(k, "cuda") and not is_current(k, "cpu")

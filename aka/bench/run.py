@@ -62,12 +62,10 @@ def load_records(out: Path) -> list[dict]:
     return list(rows.values())
 
 
-# Failures of the machine, not of the implementation: a resumed run measures these again.
-_RETRYABLE = ("out of memory", "CUDA error: out of memory", "CUBLAS_STATUS_ALLOC_FAILED")
-
-
 def retryable(record: dict) -> bool:
-    return record.get("status") != "pass" and any(k in (record.get("reason") or "") for k in _RETRYABLE)
+    """Failed for want of resources (result.machine_failure): a resumed run measures it again."""
+    from aka.evaluate.result import machine_failure
+    return machine_failure(record.get("status"), record.get("reason"))
 
 
 def _rows(res: EvalResult, impl: str, problem, suite: Suite, which: str | None = None) -> list[dict]:

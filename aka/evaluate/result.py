@@ -101,3 +101,12 @@ def _clean(x):
     if isinstance(x, (list, tuple)):
         return [_clean(v) for v in x]
     return x
+
+
+# Failures of the machine, not of the code under test: several evaluations sharing one GPU can
+# run it out of memory. Resumable runs (`aka bench run`, `aka kb verify`) measure these again.
+MACHINE_FAILURES = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED")
+
+
+def machine_failure(status: str | None, reason: str | None) -> bool:
+    return status != "pass" and any(k in (reason or "") for k in MACHINE_FAILURES)

@@ -49,7 +49,10 @@ def read_results(kernel: Path) -> dict:
 
 
 def is_current(kernel: Path, device: str, spec: str | None = None) -> bool:
+    from aka.evaluate.result import machine_failure
     entry = read_results(kernel).get("devices", {}).get(device) or {}
+    if machine_failure(entry.get("status"), entry.get("reason")):
+        return False  # out of GPU memory beside other evaluations: verify it again
     return entry.get("source_hash") == source_hash(kernel) and (spec is None or entry.get("shapes_spec") == spec)
 
 
