@@ -32,6 +32,7 @@ ROUNDS = 5
 TARGET_MS_PER_IMPL = 60.0      # measured time per implementation per shape, all rounds together
 MIN_SAMPLES, MAX_SAMPLES = 25, 400
 MAX_SETS = 256
+EAGER_CALLS = 32  # calls per repetition of the un-graphed per-call measurement (eager_call_us)
 # v2: torch.compile per shape after dynamo.reset (a fresh process's compile), warm-up over every
 # input set outside the GPU lock, the per-call estimate one call per head start (v1 compiled
 # later shapes of a worker with automatic dynamic shapes, could recompile inside timed samples,
@@ -167,9 +168,12 @@ class ShapeTimer:
         # guards and wrapper, slower still with other workers on the CPU) outran the head start:
         # decode-sized compiled calls then "took" ms and were timed with too few samples.
         est = sorted(_event_time_us(lambda: impl(self.sets[0]), 1) for _ in range(3))[1]
-        k = len(self.sets)
-        # Serving without graphs pays the host's launch cost: no head start here, on purpose.
-        impl.eager_call_us = _event_time_us(lambda: [impl(self.sets[i % k]) for i in range(k)], 3, False) / k
+        # Serving without graphs pays the host's launch cost: no head start here, on purpose. At
+        # most EAGER_CALLS calls over the rotating sets: a host-bound reference (a Python loop over
+        # 256 sequences, say 25 ms a call) over all of up to 256 sets, three times, would hold the
+        # GPU's exclusive lock for ~20 s.
+        k = min(len(self.sets), EAGER_CALLS)
+        impl.eager_call_us = _event_time_us(lambda: [impl(self.sets[i]) for i in range(k)], 3, False) / k
         impl.method = "cuda_graph" if (est < GRAPH_BELOW_US and impl.capturable) else "cuda_events"
         if impl.method == "cuda_graph":
             try:
