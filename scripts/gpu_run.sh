@@ -114,7 +114,7 @@ if [[ $modes == *" all "* ]]; then
     tar czf "$k/results_json.tgz" knowledge_base/kernels/*/*.results.json 2>/dev/null
     if (( kb_rc == 0 )); then
       step "$sw/sweep.log" python3 experiments/offline_sweep.py --iters ${AKA_SWEEP_ITERS:-4} --n ${AKA_N:-2} \
-        --jobs ${AKA_SWEEP_JOBS:-6} --out "$sw/sweep" --wall-s ${AKA_TUNE_WALL:-200} --ops "$SWEEP_OPS" \
+        --jobs ${AKA_SWEEP_JOBS:-4} --out "$sw/sweep" --wall-s ${AKA_TUNE_WALL:-200} --ops "$SWEEP_OPS" \
         ${AKA_TUNE_OPS:+--tune-ops $AKA_TUNE_OPS}
       rm -rf "$AKA_CACHE_DIR/sweep"; cp -r "$sw/sweep" "$AKA_CACHE_DIR/sweep" 2>/dev/null
     fi

@@ -127,3 +127,14 @@ def test_split_op_baselines_run_as_chunks_first_and_resume_only_missing_shapes(t
     assert main(args) == 0
     assert calls == [("fused_moe", [lost])]
     assert len(load_records(out)) == len(rows)
+
+
+def test_wall_time_line_counts_cut_off_segments():
+    """A device call's deadline kills `aka bench run` mid-op: that segment's wall time, written
+    every op and every 15 s, still counts, and the line says it was cut off."""
+    from aka.bench.report import _wall_line
+    meta = {"segments": [{"wall_s": 540.2, "jobs": 8, "ops_finished": 21},
+                         {"wall_s": 300.0, "jobs": 8, "records_before": 700, "records_after": 904}]}
+    line = _wall_line(meta)
+    assert line.startswith("Wall time: 840 s in 2 invocation(s)")
+    assert "21 ops finished, then cut off" in line and "204 records" in line

@@ -60,8 +60,8 @@ def _wall_line(meta: dict) -> str:
     def part(s: dict) -> str:
         if "records_after" in s:
             return f"{s['wall_s']:.0f} s (--jobs {s.get('jobs')}, {s['records_after'] - s.get('records_before', 0)} records)"
-        # cut off (a deadline, a kill): the wall time up to its last finished op
-        return f"{s['wall_s']:.0f} s (--jobs {s.get('jobs')}, {s.get('ops_finished', 0)} ops, then cut off)"
+        # cut off (a deadline, a kill): its wall time as last written (every op, every 15 s)
+        return f"{s['wall_s']:.0f} s (--jobs {s.get('jobs')}, {s.get('ops_finished', 0)} ops finished, then cut off)"
     parts = ", ".join(part(s) for s in segs)
     return f"Wall time: {sum(s['wall_s'] for s in segs):.0f} s in {len(segs)} invocation(s): {parts}."
 

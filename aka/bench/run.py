@@ -221,9 +221,16 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
             # timed rounds take turns under the harness's GPU lock (aka/evaluate/gpulock.py).
             from concurrent.futures import ThreadPoolExecutor
             _step(progress, f"{len(suite.problems)} ops, {opts.jobs} at a time (timings take turns)")
+            from concurrent.futures import FIRST_EXCEPTION, wait
             with ThreadPoolExecutor(opts.jobs) as pool:
-                for f in [pool.submit(task, p, kind, arg, sink) for p, kind, arg in tasks]:
-                    f.result()
+                pending = {pool.submit(task, p, kind, arg, sink) for p, kind, arg in tasks}
+                while pending:
+                    finished_now, pending = wait(pending, timeout=15, return_when=FIRST_EXCEPTION)
+                    for f in finished_now:
+                        f.result()
+                    with lock:  # the wall time so far, every 15 s: a run killed mid-op still states it
+                        seg.update(wall_s=round(time.time() - seg["started"], 1))
+                        meta_path.write_text(json.dumps(meta, indent=2))
         else:
             for p, kind, arg in tasks:
                 task(p, kind, arg, sink)
