@@ -137,7 +137,7 @@ if [[ $modes == *" sweep "* ]]; then
   rm -rf "$AKA_CACHE_DIR/sweep"; cp -r "$d/sweep" "$AKA_CACHE_DIR/sweep" 2>/dev/null
   tail -15 "$d/sweep.log"
 fi
-cp -r "$AKA_CACHE_DIR" "$W/cache" 2>/dev/null; rm -rf "$W/cache/kb" "$W/cache/llm" "$W/cache/inductor" "$W/cache/triton"
+cp -r "$AKA_CACHE_DIR" "$W/cache" 2>/dev/null; rm -rf "$W/cache/kb" "$W/cache/llm" "$W/cache/inductor" "$W/cache/triton" "$W/cache/source_sha"  # source_sha: written fresh before each call
 echo "total wall seconds: $(( $(date +%s) - T0 ))" | tee -a "$W/steps.txt"
 tar czf "$OUT/results.tgz" -C "$W" . && rm -rf "$W"
 ls -la "$OUT"
