@@ -162,7 +162,8 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
             rows = [r for impl in want_base for r in _rows(res, impl, problem, suite, which=impl)]
             st["waits"].append(("baselines", res))
         else:
-            impl, d = arg.name, arg
+            d = arg
+            impl = d.name
             _step(progress, f"{problem.name}: {impl}")
             cand = candidate_for(d, problem.name)
             if cand is None:
@@ -180,14 +181,17 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
             if st["tasks"] == 0:
                 op_done(problem, st)
 
+    def save_wall() -> None:
+        """The segment's wall time so far, written after every op and every 15 s (under the lock):
+        a run cut off by a deadline (the device's ten-minute calls) still says how long it ran."""
+        seg.update(wall_s=round(time.time() - seg["started"], 1), ops_finished=finished[0])
+        meta_path.write_text(json.dumps(meta, indent=2))
+
     def op_done(problem, st) -> None:
         """Called under the lock when the op's last task ends."""
         _advance(progress)
         finished[0] += 1
-        # The segment's wall time so far, after every op: a run cut off by a deadline (the
-        # device's ten-minute calls) still says how long its part took.
-        seg.update(wall_s=round(time.time() - seg["started"], 1), ops_finished=finished[0])
-        meta_path.write_text(json.dumps(meta, indent=2))
+        save_wall()
         # A line per op, with where its time went: on a GPU shared by several jobs, the wait
         # for the GPU lock (gpulock.py) is what tells a slow op from a stalled pipeline.
         parts = [f"{name} {r.status} {r.wall_s.get('worker_total_s', 0):.0f} s"
@@ -203,12 +207,13 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
     # still missing records. Ops split into chunks start first, so their long jobs overlap the rest.
     tasks, first, rest = [], [], []
     for problem in suite.problems:
-        ts = [(problem, "baselines", c) for c in baseline_chunks(problem)]
+        chunks = baseline_chunks(problem)
+        ts = [(problem, "baselines", c) for c in chunks]
         selected = [s.id for s in problem.select(shapes_of(problem))]
         ts += [(problem, "candidate", d) for d in cand_dirs
                if not all((d.name, problem.name, sid, device) in done for sid in selected)]
         state[problem.name] = {"tasks": len(ts), "t0": None, "waits": []}
-        (first if len(ts) > 1 + len(cand_dirs) else rest).append((problem, ts))
+        (first if len(chunks) > 1 else rest).append((problem, ts))
     for problem, ts in first + rest:
         tasks += ts
     with open(_records_path(opts.out), "a") as sink:
@@ -228,9 +233,8 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
                     finished_now, pending = wait(pending, timeout=15, return_when=FIRST_EXCEPTION)
                     for f in finished_now:
                         f.result()
-                    with lock:  # the wall time so far, every 15 s: a run killed mid-op still states it
-                        seg.update(wall_s=round(time.time() - seg["started"], 1))
-                        meta_path.write_text(json.dumps(meta, indent=2))
+                    with lock:
+                        save_wall()
         else:
             for p, kind, arg in tasks:
                 task(p, kind, arg, sink)

@@ -128,14 +128,13 @@ class ShapeTimer:
                     hold = gpu.shared_except_compiling()
                 else:
                     hold = gpu.shared()
-                with torch.no_grad():
-                    with hold:
-                        for s in self.sets:
-                            impl(s)
-                            if beat is not None and time.monotonic() - last > BEAT_S:
-                                beat()
-                                last = time.monotonic()
-                        torch.cuda.synchronize()
+                with torch.no_grad(), hold:
+                    for s in self.sets:
+                        impl(s)
+                        if beat is not None and time.monotonic() - last > BEAT_S:
+                            beat()
+                            last = time.monotonic()
+                    torch.cuda.synchronize()
             except Exception as e:  # noqa: BLE001 - a baseline that cannot run is reported, not fatal
                 impl.error = f"{type(e).__name__}: {str(e)[:200]}"
             finally:
