@@ -483,14 +483,7 @@ class Worker:
                                                         else "re-measured: import, first call and timed output passed")
         except StageFailure as f:
             self.res.status, self.res.reason = f.status, f"[{f.stage}] {f.reason}"
-        self.collect_costs(shapes)
-        if self.gpu.waited_s:
-            self.timer["gpu_wait_s"] = self.gpu.waited_s
-        if self.gpu.held_s:
-            self.timer["gpu_held_s"] = self.gpu.held_s
-        self.timer["worker_total_s"] = time.perf_counter() - t_start
-        self.res.wall_s.update({k: round(v, 3) for k, v in self.timer.items()})
-        return self.res
+        return self.finish(shapes, t_start)
 
     def stage_checks(self, shapes) -> None:
         self.stage_correctness(shapes, outliers=False)
@@ -502,6 +495,17 @@ class Worker:
             self.res.notes.append("outlier stage skipped (meta.json opt-out)")
         self.stage_fallback(shapes)
         self.res.stages_run.append("fallback")
+
+    def finish(self, shapes, t_start: float) -> EvalResult:
+        """Costs and the wall-time breakdown (GPU lock wait and exclusive hold included)."""
+        self.collect_costs(shapes)
+        if self.gpu.waited_s:
+            self.timer["gpu_wait_s"] = self.gpu.waited_s
+        if self.gpu.held_s:
+            self.timer["gpu_held_s"] = self.gpu.held_s
+        self.timer["worker_total_s"] = time.perf_counter() - t_start
+        self.res.wall_s.update({k: round(v, 3) for k, v in self.timer.items()})
+        return self.res
 
     def run_baselines(self, shapes, t_start: float) -> EvalResult:
         """Benchmark mode: time the reference (eager) and torch.compile(reference), no candidate."""
@@ -516,14 +520,7 @@ class Worker:
                 self.res.status, self.res.reason = "pass", "baselines timed"
             except Exception as e:  # noqa: BLE001 - a reference that cannot run is a suite bug: report it
                 self.res.status, self.res.reason = "runtime_error", trim(f"{type(e).__name__}: {e}")
-        self.collect_costs(shapes)
-        if self.gpu.waited_s:
-            self.timer["gpu_wait_s"] = self.gpu.waited_s
-        if self.gpu.held_s:
-            self.timer["gpu_held_s"] = self.gpu.held_s
-        self.timer["worker_total_s"] = time.perf_counter() - t_start
-        self.res.wall_s.update({k: round(v, 3) for k, v in self.timer.items()})
-        return self.res
+        return self.finish(shapes, t_start)
 
     def stage_first_call(self, shape) -> None:
         self.progress("first_call", shape.id)

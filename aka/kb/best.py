@@ -47,12 +47,12 @@ def summarize(shapes: list[dict], weights: dict[str, float]) -> dict:
 
 def best_table(root: Path, device: str = "cuda") -> list[dict]:
     """One row per operator that has current, passing `device` results."""
-    from aka.kb.verify import kernel_op, kernel_paths, read_results, source_hash
+    from aka.kb.verify import is_current, kernel_op, kernel_paths, read_results
     from aka.problem import load_problem
     by_op: dict[str, list[tuple[Path, dict]]] = {}
     for p in kernel_paths(root):
         e = read_results(p).get("devices", {}).get(device) or {}
-        if e.get("status") == "pass" and e.get("source_hash") == source_hash(p) and e.get("shapes"):
+        if e.get("status") == "pass" and e.get("shapes") and is_current(p, device):
             by_op.setdefault(kernel_op(p), []).append((p, e))
     rows = []
     for op, entries in sorted(by_op.items()):
