@@ -23,14 +23,15 @@ class Model(nn.Module):
 
     def forward(self, q_nope, q_pe, kv_c_and_k_pe, block_tables, seq_lens):
         acc = torch.promote_types(q_nope.dtype, torch.float32)
-        block_size, width = kv_c_and_k_pe.shape[1:]
         r = q_nope.shape[-1]  # kv_lora_rank
-        out = torch.empty_like(q_nope)
-        for b, n in enumerate(seq_lens.tolist()):
-            blocks = block_tables[b, : (n + block_size - 1) // block_size].long()
-            entries = kv_c_and_k_pe[blocks].reshape(-1, width)[:n].to(acc)   # [n, 576]
-            c, k_pe = entries[:, :r], entries[:, r:]
-            scores = (q_nope[b].to(acc) @ c.t() + q_pe[b].to(acc) @ k_pe.t()) * self.scale
-            probs = torch.softmax(scores, dim=-1)                           # [H, n]
-            out[b] = (probs @ c).to(q_nope.dtype)
-        return out
+        # Every sequence's blocks gathered into one padded [B, L, 576] tensor, L = max_blocks *
+        # block_size; positions at or past seq_lens[b] (the table's padding) are masked out of
+        # the softmax, so what they hold never reaches the output.
+        entries = kv_c_and_k_pe[block_tables.long()].flatten(1, 2).to(acc)
+        c, k_pe = entries[..., :r], entries[..., r:]
+        scores = (q_nope.to(acc) @ c.transpose(1, 2) + q_pe.to(acc) @ k_pe.transpose(1, 2)) * self.scale
+        pos = torch.arange(entries.shape[1], device=q_nope.device)
+        padding = pos[None, :] >= seq_lens[:, None].long()                # [B, L]
+        scores = scores.masked_fill(padding[:, None, :], float("-inf"))  # [B, H, L]
+        probs = torch.softmax(scores, dim=-1)
+        return (probs @ c).to(q_nope.dtype)

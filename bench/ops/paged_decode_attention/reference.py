@@ -19,16 +19,19 @@ class Model(nn.Module):
 
     def forward(self, q, key_cache, value_cache, block_tables, seq_lens):
         acc = torch.promote_types(q.dtype, torch.float32)
-        block_size, num_kv_heads, head_dim = key_cache.shape[1:]
-        group = q.shape[1] // num_kv_heads
-        out = torch.empty_like(q)
-        for b, n in enumerate(seq_lens.tolist()):
-            blocks = block_tables[b, : (n + block_size - 1) // block_size].long()
-            k = key_cache[blocks].reshape(-1, num_kv_heads, head_dim)[:n]    # [n, Hkv, D]
-            v = value_cache[blocks].reshape(-1, num_kv_heads, head_dim)[:n]
-            k = k.to(acc).repeat_interleave(group, dim=1).transpose(0, 1)    # [Hq, n, D]
-            v = v.to(acc).repeat_interleave(group, dim=1).transpose(0, 1)
-            scores = (k @ q[b].to(acc)[:, :, None]).squeeze(-1) * self.scale  # [Hq, n]
-            probs = torch.softmax(scores, dim=-1)
-            out[b] = (probs[:, None, :] @ v).squeeze(1).to(q.dtype)
-        return out
+        batch, num_q_heads, head_dim = q.shape
+        num_kv_heads = key_cache.shape[2]
+        group = num_q_heads // num_kv_heads
+        # Every sequence's blocks gathered into one padded [B, Hkv, L, D] tensor, L = max_blocks *
+        # block_size; positions at or past seq_lens[b] (the table's padding) are masked out of
+        # the softmax, so what they hold never reaches the output.
+        blocks = block_tables.long()
+        k = key_cache[blocks].flatten(1, 2).transpose(1, 2).to(acc)
+        v = value_cache[blocks].flatten(1, 2).transpose(1, 2).to(acc)
+        qg = q.to(acc).view(batch, num_kv_heads, group, head_dim)        # [B, Hkv, group, D]
+        scores = (qg @ k.transpose(-1, -2)) * self.scale                  # [B, Hkv, group, L]
+        pos = torch.arange(k.shape[2], device=q.device)
+        padding = pos[None, :] >= seq_lens[:, None].long()                # [B, L]
+        scores = scores.masked_fill(padding[:, None, None, :], float("-inf"))
+        probs = torch.softmax(scores, dim=-1)
+        return (probs @ v).reshape(batch, num_q_heads, head_dim).to(q.dtype)
