@@ -22,7 +22,7 @@ def write_report(run_dir: Path) -> Path:
     env = next((r for r in rows if r.get("gpu")), rows[0])
     lines = [f"# Benchmark run: {run_dir.name}", "",
              f"GPU {env.get('gpu') or 'none (CPU interpreter)'}, torch {env.get('torch')}, triton {env.get('triton')}, "
-             f"git {env.get('git_sha')}, {env.get('date')}. Weights: {meta.get('weights_source', '?')}.",
+             f"git {_shas(rows)}, {env.get('date')}. Weights: {meta.get('weights_source', '?')}.",
              f"Shapes: {meta.get('shapes', '?')}. Records: `{run_dir.name}/records.jsonl`. Produced by "
              f"`aka bench run` then `aka bench report`.", _wall_line(meta), "",
              "## Aggregate", "", "| impl | score (Σ w·geomean SOL) | pass | fallback | "
@@ -53,15 +53,28 @@ def write_report(run_dir: Path) -> Path:
     return out
 
 
+def _shas(rows) -> str:
+    """The commit(s) the records were measured at; a resumed run can span several."""
+    n: dict[str, int] = {}
+    for r in rows:
+        n[str(r.get("git_sha"))] = n.get(str(r.get("git_sha")), 0) + 1
+    if len(n) == 1:
+        return next(iter(n))
+    return " + ".join(f"{sha} ({k} records)" for sha, k in n.items())
+
+
 def _wall_line(meta: dict) -> str:
     segs = [s for s in meta.get("segments", []) if s.get("wall_s") is not None]
     if not segs:
         return "Wall time: not recorded (the run was interrupted, or predates the record)."
     def part(s: dict) -> str:
         if "records_after" in s:
-            return f"{s['wall_s']:.0f} s (--jobs {s.get('jobs')}, {s['records_after'] - s.get('records_before', 0)} records)"
+            return (f"{s['wall_s']:.0f} s (--jobs {s.get('jobs')}{_at(s)}, "
+                    f"{s['records_after'] - s.get('records_before', 0)} records)")
         # cut off (a deadline, a kill): its wall time as last written (every op, every 15 s)
-        return f"{s['wall_s']:.0f} s (--jobs {s.get('jobs')}, {s.get('ops_finished', 0)} ops finished, then cut off)"
+        return f"{s['wall_s']:.0f} s (--jobs {s.get('jobs')}{_at(s)}, {s.get('ops_finished', 0)} ops finished, then cut off)"
+    def _at(s: dict) -> str:
+        return f", git {s['git_sha']}" if s.get("git_sha") else ""
     parts = ", ".join(part(s) for s in segs)
     return f"Wall time: {sum(s['wall_s'] for s in segs):.0f} s in {len(segs)} invocation(s): {parts}."
 
