@@ -110,18 +110,37 @@ def _rebuild(like, named: dict):
     return type(like)(named[str(i)] for i in range(len(like)))
 
 
-def test_weights_reproduce_from_committed_workload(tmp_path):
-    """`aka bench weigh --workload` on the committed workload recomputes the committed weights."""
+@pytest.mark.parametrize("committed_file", ["bench/weights.json", "bench/results/h200/weights_measured.json"])
+def test_weights_reproduce_from_committed_workload(tmp_path, committed_file):
+    """The command a committed weights file names in its provenance (the workload alone: roofline
+    estimate; with --times: the H200 run's measured times) recomputes those weights exactly."""
+    import shlex
+
     from aka.cli import main
-    committed = json.loads((REPO_ROOT / "bench" / "weights.json").read_text())
+    committed = json.loads((REPO_ROOT / committed_file).read_text())
+    argv = shlex.split(committed["provenance"]["command"])
+    assert argv[:3] == ["aka", "bench", "weigh"]
+    argv = [str(REPO_ROOT / a) if "/" in a else a for a in argv[1:]]  # paths are repo-relative
     out = tmp_path / "w.json"
-    assert main(["bench", "weigh", "--workload", str(REPO_ROOT / "bench/workloads/serving_mix.yaml"),
-                 "--out", str(out)]) == 0
+    assert main(argv + ["--out", str(out)]) == 0
     again = json.loads(out.read_text())
     assert again["weights"].keys() == committed["weights"].keys()
     for k, v in committed["weights"].items():
         assert math.isclose(again["weights"][k], v, rel_tol=1e-9, abs_tol=1e-12), k
     assert again["provenance"]["inputs"] == committed["provenance"]["inputs"]
+    assert not committed["provenance"]["ops_with_zero_weight"], "every suite operator has a share of serving time"
+
+
+def test_workload_names_only_suite_operators_and_known_architectures(tmp_path):
+    import yaml
+
+    from aka.bench import weigh
+    wl = yaml.safe_load((REPO_ROOT / "bench/workloads/serving_mix.yaml").read_text())
+    wl["architectures"]["llama3_dense_32"]["rms_nrom"] = 1
+    bad = tmp_path / "typo.yaml"
+    bad.write_text(yaml.safe_dump(wl))
+    with pytest.raises(ValueError, match="rms_nrom"):
+        weigh.weights_from_workload(load_suite(), bad, None)
 
 
 def test_weights_from_measured_times_refuse_a_partial_run(tmp_path, capsys):

@@ -135,9 +135,12 @@ def cmd_weigh(args) -> int:
         except ValueError as e:
             print(f"aka bench weigh: {e}", file=sys.stderr)
             return 2
-        inputs = [Path(args.workload)]
+        inputs = [Path(args.workload)] + ([Path(args.times) / "records.jsonl"] if args.times else [])
         method = f"workload: {Path(args.workload).name}; per-shape times {summary['times']}"
-    out = weigh.write_weights(w, summary, method, inputs, Path(args.out), suite)
+    command = "aka bench weigh " + (f"--trace {weigh._rel(Path(args.trace))} --rules {weigh._rel(Path(args.rules))}"
+                                    if args.trace else f"--workload {weigh._rel(Path(args.workload))}"
+                                    + (f" --times {weigh._rel(Path(args.times))}" if args.times else ""))
+    out = weigh.write_weights(w, summary, method, inputs, Path(args.out), suite, command=command)
     top = sorted(w.items(), key=lambda kv: -kv[1])[:10]
     print(f"wrote {out} ({method})")
     for op, v in top:

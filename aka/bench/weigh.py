@@ -7,7 +7,8 @@
 2. From a workload (`--workload bench/workloads/<name>.yaml`): a mix of (model, phase) shares of
    serving time and, per architecture, how many times each operator runs in one forward step.
    For each (model, phase), each operator's time is calls x the mean time of its benchmark shapes
-   whose provenance names that model and phase. Times come from a benchmark run's records
+   whose provenance names that model and phase (or, for an operator the model has no shapes of,
+   those of the entry's `like` model). Times come from a benchmark run's records
    (`--times RUN_DIR`, the fastest correct implementation per shape) or, without one, from the
    roofline floor on the workload's GPU — an estimate, and the provenance says which.
 
@@ -71,7 +72,7 @@ def _shape_times(suite: Suite, times_dir: Path | None, gpu: str) -> tuple[dict, 
             raise ValueError(f"{times_dir} has correct timings for {len(suite.problems) - len(missing)} of "
                              f"{len(suite.problems)} operators (none for: {', '.join(missing)}); weights from "
                              "it would give those zero weight. Finish the run (`aka bench run` resumes) first")
-        return best, f"measured: fastest correct implementation per shape in {times_dir}"
+        return best, f"measured: fastest correct implementation per shape in {_rel(times_dir)}"
     from aka.hardware import match_spec
     from aka.roofline import Cost, roofline
     spec = match_spec(gpu)
@@ -115,6 +116,16 @@ def _auto_bytes(problem, shape) -> float:
 
 def weights_from_workload(suite: Suite, workload_path: Path, times_dir: Path | None) -> tuple[dict[str, float], dict]:
     wl = yaml.safe_load(workload_path.read_text())
+    names = {p.name for p in suite.problems}
+    for arch, calls in wl["architectures"].items():
+        unknown = sorted(set(calls) - names)
+        if unknown:
+            raise ValueError(f"{workload_path}: architecture {arch} calls {', '.join(unknown)}, not operators of the "
+                             "suite (leave operators the suite lacks out of the workload; say so in a comment)")
+    for entry in wl["mix"]:
+        if entry["arch"] not in wl["architectures"]:
+            raise ValueError(f"{workload_path}: mix entry {entry['model']} {entry['phase']} names unknown "
+                             f"architecture {entry['arch']!r}")
     times, time_source = _shape_times(suite, times_dir, wl.get("gpu", "H200 SXM 141GB"))
     by_mp: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for p in suite.problems:
@@ -127,8 +138,16 @@ def weights_from_workload(suite: Suite, workload_path: Path, times_dir: Path | N
     for entry in wl["mix"]:
         model, phase, share = entry["model"], entry["phase"], float(entry["share"])
         calls = wl["architectures"][entry["arch"]]
-        op_t = {op: n * sum(by_mp[(model, phase)][op]) / len(by_mp[(model, phase)][op])
-                for op, n in calls.items() if by_mp[(model, phase)].get(op)}
+        # `like: OTHER-MODEL`: an operator with no benchmark shape of this model takes OTHER's
+        # shapes of the same phase (a model of similar size), and the summary says so.
+        like = entry.get("like")
+        op_t, proxied = {}, {}
+        for op, n in calls.items():
+            ts = by_mp[(model, phase)].get(op)
+            if not ts and like and by_mp[(like, phase)].get(op):
+                ts, proxied[op] = by_mp[(like, phase)][op], like
+            if ts:
+                op_t[op] = n * sum(ts) / len(ts)
         missing = sorted(op for op in calls if op not in op_t)
         total = sum(op_t.values())
         if total <= 0:
@@ -137,7 +156,8 @@ def weights_from_workload(suite: Suite, workload_path: Path, times_dir: Path | N
         for op, t in op_t.items():
             weights[op] += share * t / total
         detail.append({"model": model, "phase": phase, "share": share, "step_us": total,
-                       "op_us": op_t, "ops_without_shapes": missing})
+                       "op_us": op_t, "ops_without_shapes": missing}
+                      | ({"shapes_of": proxied} if proxied else {}))
     return _normalise(weights), {"times": time_source, "per_model_phase": detail}
 
 
@@ -153,13 +173,13 @@ def _rel(p: Path) -> str:
 
 
 def write_weights(weights: dict[str, float], summary: dict, method: str, inputs: list[Path], out: Path,
-                  suite: Suite) -> Path:
+                  suite: Suite, command: str = "aka bench weigh") -> Path:
     names = [p.name for p in suite.problems]
     full = {n: weights.get(n, 0.0) for n in names}
     payload = {
         "weights": full,
         "provenance": {"method": method, "inputs": {_rel(p): _sha(p) for p in inputs},
-                       "date": _dt.date.today().isoformat(), "command": "aka bench weigh",
+                       "date": _dt.date.today().isoformat(), "command": command,
                        "ops_with_zero_weight": sorted(n for n, w in full.items() if w == 0.0)},
         "summary": summary,
     }
