@@ -5,8 +5,8 @@
 
 Whatever of these the call produced (scripts/gpu_run.sh modes) is collected:
   bench/   -> bench/results/h200/baselines/ (records, run.json, provenance, log), then
-              `aka bench report` there; --reweigh also runs `aka bench weigh --times` on it,
-              rewriting bench/weights.json from the measured eager times
+              `aka bench report --weights bench/weights.json` there; --reweigh also runs
+              `aka bench weigh --times` on it into bench/results/h200/weights_measured.json
   kb/      -> the H200 entries of knowledge_base/kernels/*/*.results.json, then
               `aka kb best --out knowledge_base/KERNELS_H200.md`
   sweep/   -> experiments/results/h200/sweep/ (tables, JSON, per-op optimize logs and runs)
@@ -17,6 +17,7 @@ harness/ is collect_gpu.py's. Nothing here measures: it moves files and runs the
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import subprocess
 import sys
@@ -44,22 +45,30 @@ def replace_dir(src: Path, dest: Path) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("src", help="the unpacked results.tgz")
-    ap.add_argument("--reweigh", action="store_true", help="rewrite bench/weights.json from the measured times")
+    ap.add_argument("--reweigh", action="store_true", help="weights from the measured times -> bench/results/h200/weights_measured.json")
     ap.add_argument("--repo", default=str(REPO), help="where the results go (default: this checkout)")
     a = ap.parse_args()
     repo = Path(a.repo).resolve()
     src = Path(a.src)
     if (src / "bench" / "run" / "records.jsonl").exists():
         dest = repo / "bench" / "results" / "h200" / "baselines"
+        # a resumed run spans several calls: keep each call's log and provenance (segment N is
+        # run.json's Nth segment), which replacing the run directory would drop
+        kept = {f.name: f.read_bytes() for f in dest.glob("*_segment*.*")} if dest.is_dir() else {}
         replace_dir(src / "bench" / "run", dest)
-        for name in ("provenance.txt", "bench.log"):
+        for name, data in kept.items():
+            (dest / name).write_bytes(data)
+        run = json.loads((dest / "run.json").read_text()) if (dest / "run.json").exists() else {}
+        n = max(1, len(run.get("segments", [])))
+        for name, out in (("provenance.txt", f"provenance_segment{n}.txt"), ("bench.log", f"bench_segment{n}.log")):
             if (src / "bench" / name).exists():
-                shutil.copy(src / "bench" / name, dest / name)
+                shutil.copy(src / "bench" / name, dest / out)
         if (src / "steps.txt").exists():
-            shutil.copy(src / "steps.txt", dest / "steps.txt")
-        aka(repo, "bench", "report", str(dest))
+            shutil.copy(src / "steps.txt", dest / f"steps_segment{n}.txt")
+        aka(repo, "bench", "report", str(dest), "--weights", "bench/weights.json")
         if a.reweigh:
-            aka(repo, "bench", "weigh", "--workload", "bench/workloads/serving_mix.yaml", "--times", str(dest))
+            aka(repo, "bench", "weigh", "--workload", "bench/workloads/serving_mix.yaml", "--times",
+                "bench/results/h200/baselines", "--out", "bench/results/h200/weights_measured.json")
     kb = src / "kb" / "results_json.tgz"
     if kb.exists():
         with tarfile.open(kb) as t:

@@ -31,6 +31,7 @@ def register(sub) -> None:
 
     rp = bs.add_parser("report", help="markdown + plots from a run directory")
     rp.add_argument("run_dir")
+    rp.add_argument("--weights", help="score with this weights file instead of the weights the run recorded")
     rp.set_defaults(func=cmd_report)
 
     w = bs.add_parser("weigh", help="derive operator weights from a trace or a workload description")
@@ -119,7 +120,11 @@ def cmd_run(args) -> int:
 
 def cmd_report(args) -> int:
     from aka.bench.report import write_report
-    print(write_report(Path(args.run_dir)))
+    try:
+        print(write_report(Path(args.run_dir), Path(args.weights) if args.weights else None))
+    except (ValueError, FileNotFoundError) as e:
+        print(f"aka bench report: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -12,11 +12,28 @@ def _f(v, spec=".3f"):
     return "-" if v is None else format(v, spec)
 
 
-def write_report(run_dir: Path) -> Path:
+def _w(v):
+    """A weight: three decimals, or two significant digits when that would print a non-zero as 0."""
+    return "-" if v is None else (format(v, ".3f") if v == 0 or v >= 0.0005 else format(v, ".1e"))
+
+
+def write_report(run_dir: Path, weights: Path | None = None) -> Path:
+    """REPORT.md and plots for a run. `weights`: a weights file (`aka bench weigh`) whose operator
+    weights replace those the records were written with (a run outlives a re-weighting)."""
     rows = load_records(run_dir)
     if not rows:
         raise FileNotFoundError(f"no records in {run_dir}")
     meta = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").exists() else {}
+    if weights is not None:
+        data = json.loads(Path(weights).read_text())
+        w = data["weights"]
+        missing = sorted({r["op"] for r in rows} - set(w))
+        if missing:
+            raise ValueError(f"{weights} has no weight for {', '.join(missing)}")
+        rows = [dict(r, op_weight=w[r["op"]]) for r in rows]
+        meta = dict(meta, weights_source=f"{weights}: {data.get('provenance', {}).get('method', '?')} "
+                                         f"(applied by `aka bench report --weights`; the run recorded "
+                                         f"{meta.get('weights_source', '?')})")
     scores = by_impl(rows)
     impls = sorted(scores)
     env = next((r for r in rows if r.get("gpu")), rows[0])
@@ -43,7 +60,7 @@ def write_report(run_dir: Path) -> Path:
         for impl in impls:
             o = scores[impl]["per_op"].get(op)
             cells.append("-" if o is None else (f"{o['score']:.3f}" if not o["why"] else f"0 ({o['why']})"))
-        lines.append(f"| {op} | {first.get('category')} | {_f(first.get('weight'))} | {first.get('shapes')} | "
+        lines.append(f"| {op} | {first.get('category')} | {_w(first.get('weight'))} | {first.get('shapes')} | "
                      + " | ".join(cells) + " |")
     plots = _plots(rows, run_dir, impls, ops)
     if plots:
