@@ -251,12 +251,6 @@ def test_first_calls_run_gpu_work_under_the_shared_lock(monkeypatch):
             yield
             held.pop()
 
-        @contextmanager
-        def shared_except_compiling(self):
-            held.append("shared_except_compiling")
-            yield
-            held.pop()
-
     calls = []
 
     class Impl:
@@ -271,11 +265,11 @@ def test_first_calls_run_gpu_work_under_the_shared_lock(monkeypatch):
     t.first_calls(gpu=Lock())
     assert len(calls) == 9
     for name, _, h in calls:
-        assert h == (("shared_except_compiling",) if name == "compile" else ("shared",)), (name, h)
+        assert h == ("shared",), (name, h)
 
 
 def test_shared_hold_lets_go_while_torch_compile_compiles(tmp_path):
-    """gpulock.shared_except_compiling: during a dynamo compile (and a recompile for new values)
+    """gpulock.shared: during a dynamo compile (and a recompile for new values)
     another process could take the exclusive lock; around the compiled calls it could not."""
     import fcntl
     import os
@@ -305,7 +299,7 @@ def test_shared_hold_lets_go_while_torch_compile_compiles(tmp_path):
     torch._dynamo.reset()  # (clears registered callbacks too)
     probe = lambda _a: seen.append(("compiling", exclusive_free()))  # noqa: E731
     try:
-        with lock.shared_except_compiling():
+        with lock.shared():
             callback_handler.register_start_callback(probe)  # after the lock's own: it sees the release
             for n in (1, 3):
                 g(torch.ones(4), n)
@@ -315,6 +309,56 @@ def test_shared_hold_lets_go_while_torch_compile_compiles(tmp_path):
     assert seen.count(("compiling", True)) >= 2 and ("compiling", False) not in seen
     assert [s for s in seen if s[0] == "between"] == [("between", False)] * 2
     assert exclusive_free()
+
+
+def test_shared_hold_lets_go_while_triton_compiles(tmp_path):
+    """gpulock.shared also lets go around a Triton JIT compile: Triton calls `jit_cache_hook`
+    before compiling (a truthy return would skip the compile, so the lock's hook returns None) and
+    `jit_post_compile_hook` after. A launch after a compile that never reported its end takes the
+    lock again. Hooks set before the hold are chained, and restored after it."""
+    import fcntl
+    import os
+
+    from triton import knobs
+
+    from aka.evaluate.gpulock import GpuLock
+    lock = GpuLock(tmp_path, "gpu0")
+    rt = knobs.runtime
+
+    def exclusive_free() -> bool:
+        fd = os.open(tmp_path / "gpu0.lock", os.O_RDWR | os.O_CREAT)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return True
+        except BlockingIOError:
+            return False
+        finally:
+            os.close(fd)
+
+    theirs = []
+    prev_cache, prev_post = rt.jit_cache_hook, rt.jit_post_compile_hook
+    rt.jit_cache_hook = lambda **kw: theirs.append(("cache", kw["key"]))
+    rt.jit_post_compile_hook = lambda **kw: theirs.append(("post", kw["key"]))
+    mine_cache, mine_post = rt.jit_cache_hook, rt.jit_post_compile_hook
+    n_launch = len(rt.launch_enter_hook.calls)
+    try:
+        with lock.shared():
+            assert not exclusive_free()
+            assert not rt.jit_cache_hook(key="k1")   # compiling: falsy, so Triton goes on to compile
+            assert exclusive_free()
+            rt.jit_post_compile_hook(key="k1")
+            assert not exclusive_free()
+            rt.jit_cache_hook(key="k2")               # a compile that raised: no post hook ...
+            assert exclusive_free()
+            rt.launch_enter_hook(None)                # ... the next launch takes the lock again
+            assert not exclusive_free()
+        assert exclusive_free()
+        assert theirs == [("cache", "k1"), ("post", "k1"), ("cache", "k2")]
+        assert (rt.jit_cache_hook, rt.jit_post_compile_hook) == (mine_cache, mine_post)
+        assert len(rt.launch_enter_hook.calls) == n_launch
+    finally:
+        rt.jit_cache_hook, rt.jit_post_compile_hook = prev_cache, prev_post
 
 
 def test_timed_rounds_refresh_floats_and_keep_the_integers_that_steer_control_flow():

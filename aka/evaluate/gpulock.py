@@ -90,44 +90,37 @@ class GpuLock:
 
     @contextmanager
     def shared(self):
-        fd = self._enter(fcntl.LOCK_SH)
-        try:
-            yield
-        finally:
-            self._leave(fd)
+        """A shared hold that lets go while this process compiles: torch.compile (dynamo's compile
+        callbacks) and Triton's JIT (its `jit_cache_hook`, called before a compile, and
+        `jit_post_compile_hook`, after) release it at a compile's start, after draining the GPU,
+        and take it again at the compile's end.
 
-    @contextmanager
-    def shared_except_compiling(self):
-        """A shared hold that lets go while torch.compile compiles: dynamo's compile callbacks
-        release it at a compile's start (after draining the GPU) and take it again at its end.
-        A value-dependent reference (MoE routing, sequence lengths) recompiles for new values,
-        minutes of host work that must not keep every other evaluation's timing waiting, while
-        the compiled calls between compiles still run under the lock. Where dynamo has no
-        callbacks, the hold covers everything (slower, never less isolated)."""
+        Compiles are host work: seconds for each new specialization of a Triton kernel (every
+        shape of a check stage), minutes for each value pattern of a value-dependent reference
+        (MoE routing, sequence lengths) under torch.compile. A shared hold across them kept every
+        other evaluation's timed round waiting on a CPU (an exclusive holder waits for all shared
+        holders, and the turnstile then stops new ones): in session 5's `kb verify --jobs 8`,
+        each kernel held the GPU 3 s and waited 90-195 s for it. The GPU work between compiles
+        still runs under the lock; a Triton launch after a compile that never reported its end
+        (it raised, and the candidate caught it) takes the lock again first."""
         state = {"fd": self._enter(fcntl.LOCK_SH)}
 
-        def start(_args=None):
+        def start(*_args, **_kwargs):
             if state["fd"] is not None:
                 fd, state["fd"] = state["fd"], None
                 self._leave(fd)
+            return None  # Triton skips the compile when its cache hook returns something truthy
 
-        def end(_args=None):
+        def end(*_args, **_kwargs):
             if state["fd"] is None:
                 state["fd"] = self._enter(fcntl.LOCK_SH)
+            return None
 
-        handler = _compile_callbacks()
-        if handler is not None:
-            handler.register_start_callback(start)
-            handler.register_end_callback(end)
+        undo = _compile_hooks(start, end)
         try:
             yield
         finally:
-            if handler is not None:
-                for remove, cb in ((handler.remove_start_callback, start), (handler.remove_end_callback, end)):
-                    try:
-                        remove(cb)
-                    except ValueError:  # torch._dynamo.reset() inside the hold cleared them
-                        pass
+            undo()
             if state["fd"] is not None:
                 self._leave(state["fd"])
 
@@ -142,14 +135,57 @@ class GpuLock:
             self.held_s += time.monotonic() - t0
 
 
-def _compile_callbacks():
+def _compile_hooks(start, end):
+    """Register start/end around this process's compiles; returns the function that unregisters
+    them. Hooks that are not there (a torch without dynamo's callbacks, Triton absent) are skipped:
+    the hold then covers those compiles too (slower, never less isolated)."""
+    undo = []
     try:
-        from torch._dynamo.callback import callback_handler
+        from torch._dynamo.callback import callback_handler as dyn
     except Exception:  # noqa: BLE001 - a torch without dynamo's compile callbacks
-        return None
-    ok = all(hasattr(callback_handler, m) for m in ("register_start_callback", "register_end_callback",
-                                                       "remove_start_callback", "remove_end_callback"))
-    return callback_handler if ok else None
+        dyn = None
+    if dyn is not None and all(hasattr(dyn, m) for m in ("register_start_callback", "register_end_callback",
+                                                          "remove_start_callback", "remove_end_callback")):
+        dyn.register_start_callback(start)
+        dyn.register_end_callback(end)
+
+        def undo_dynamo():
+            for remove, cb in ((dyn.remove_start_callback, start), (dyn.remove_end_callback, end)):
+                try:
+                    remove(cb)
+                except ValueError:  # torch._dynamo.reset() inside the hold cleared them
+                    pass
+        undo.append(undo_dynamo)
+    try:
+        from triton import knobs
+        rt = knobs.runtime
+        hooks_there = all(hasattr(rt, h) for h in ("jit_cache_hook", "jit_post_compile_hook", "launch_enter_hook"))
+    except Exception:  # noqa: BLE001 - no Triton, or one without runtime knobs
+        hooks_there = False
+    if hooks_there:
+        before = (rt.jit_cache_hook, rt.jit_post_compile_hook)
+
+        def chained(mine, theirs):
+            def hook(*args, **kwargs):
+                mine()
+                return theirs(*args, **kwargs) if theirs is not None else None
+            return hook
+        rt.jit_cache_hook = chained(start, before[0])
+        rt.jit_post_compile_hook = chained(end, before[1])
+        relock = (lambda *_a, **_k: end()) if hasattr(rt.launch_enter_hook, "add") else None
+        if relock is not None:
+            rt.launch_enter_hook.add(relock)
+
+        def undo_triton():
+            rt.jit_cache_hook, rt.jit_post_compile_hook = before
+            if relock is not None:
+                rt.launch_enter_hook.remove(relock)
+        undo.append(undo_triton)
+
+    def undo_all():
+        for u in reversed(undo):
+            u()
+    return undo_all
 
 
 class NoLock:
@@ -163,7 +199,7 @@ class NoLock:
     def shared(self):
         yield
 
-    exclusive = shared_except_compiling = shared
+    exclusive = shared
 
 
 def for_worker(cfg: dict, device: str, emit) -> GpuLock | NoLock:

@@ -102,10 +102,9 @@ class ShapeTimer:
         control flow depends on values (MoE routing counts, sequence lengths), torch.compile's
         recompilations for the value patterns the timed rounds will meet, so none happens inside
         a timed sample. GPU work outside every lock would land inside another evaluation's timed
-        region, so the calls hold the shared lock (gpulock.py), except while torch.compile
-        compiles (seconds to minutes of host work for each value pattern of a value-dependent
-        reference): a shared hold that long would keep every other evaluation's timing waiting on
-        a CPU. (A Triton candidate's compile is a second or two: it stays under the lock.)
+        region, so the calls hold the shared lock (gpulock.py), which lets go while torch.compile
+        or Triton compiles (host work: seconds to minutes that would keep every other
+        evaluation's timing waiting on a CPU).
 
         `beat` feeds the sandbox's idle watchdog every few seconds: between calls for the
         candidate (one call that hangs is still a hang), and from a thread while the trusted
@@ -122,12 +121,7 @@ class ShapeTimer:
                 pulse = threading.Thread(target=pulse_loop, daemon=True)
                 pulse.start()
             try:
-                if gpu is None:
-                    hold = contextlib.nullcontext()
-                elif impl.name == "compile":
-                    hold = gpu.shared_except_compiling()
-                else:
-                    hold = gpu.shared()
+                hold = contextlib.nullcontext() if gpu is None else gpu.shared()
                 with torch.no_grad(), hold:
                     for s in self.sets:
                         impl(s)
