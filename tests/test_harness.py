@@ -354,6 +354,7 @@ def test_shared_hold_lets_go_while_triton_compiles(tmp_path):
             rt.launch_enter_hook(None)                # ... the next launch takes the lock again
             assert not exclusive_free()
         assert exclusive_free()
+        assert lock.compiling_s > 0  # reported in the worker's wall-time breakdown
         assert theirs == [("cache", "k1"), ("post", "k1"), ("cache", "k2")]
         assert (rt.jit_cache_hook, rt.jit_post_compile_hook) == (mine_cache, mine_post)
         assert len(rt.launch_enter_hook.calls) == n_launch

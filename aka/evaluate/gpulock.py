@@ -49,7 +49,9 @@ class GpuLock:
         self.key, self.emit = key, emit
         self.drain = drain  # waits for this process's queued GPU work (torch.cuda.synchronize)
         self.waited_s = 0.0
+        self.waited_exclusive_s = 0.0  # the part of waited_s spent waiting to time (the rest: to check)
         self.held_s = 0.0  # seconds this process owned the GPU (exclusive holds)
+        self.compiling_s = 0.0  # seconds a shared hold was let go for compiles
 
     def _acquire(self, name: str, mode: int) -> int:
         fd = os.open(self.dir / f"{self.key}.{name}", os.O_RDWR | os.O_CREAT, 0o666)
@@ -72,11 +74,14 @@ class GpuLock:
         os.close(fd)
 
     def _enter(self, mode: int) -> int:
+        w0 = self.waited_s
         gate = self._acquire("turnstile", fcntl.LOCK_EX)
         try:
             return self._acquire("lock", mode)
         finally:
             self._release(gate)
+            if mode == fcntl.LOCK_EX:
+                self.waited_exclusive_s += self.waited_s - w0
 
     def _leave(self, fd: int) -> None:
         # Kernels are asynchronous: work queued under the lock must finish before the lock goes,
@@ -109,10 +114,12 @@ class GpuLock:
             if state["fd"] is not None:
                 fd, state["fd"] = state["fd"], None
                 self._leave(fd)
+                state["t"] = time.monotonic()
             return None  # Triton skips the compile when its cache hook returns something truthy
 
         def end(*_args, **_kwargs):
             if state["fd"] is None:
+                self.compiling_s += time.monotonic() - state.pop("t", time.monotonic())
                 state["fd"] = self._enter(fcntl.LOCK_SH)
             return None
 
@@ -189,8 +196,8 @@ def _compile_hooks(start, end):
 
 
 class NoLock:
-    waited_s = 0.0
-    held_s = 0.0
+    waited_s = waited_exclusive_s = 0.0
+    held_s = compiling_s = 0.0
 
     def __init__(self, reason: str = ""):
         self.reason = reason  # why there is no lock where one was asked for ("" when none was)

@@ -128,7 +128,10 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
                                                              if sol else "")
                                   + f" ({w.get('worker_total_s', 0):.0f} s"
                                   + (f", GPU wait {w['gpu_wait_s']:.0f} s" if w.get("gpu_wait_s") else "")
-                                  + (f", GPU held {w['gpu_held_s']:.1f} s" if w.get("gpu_held_s") else "") + ")",
+                                  + (f" ({w['gpu_wait_to_time_s']:.0f} s to time)" if w.get("gpu_wait_to_time_s") else "")
+                                  + (f", GPU held {w['gpu_held_s']:.1f} s" if w.get("gpu_held_s") else "")
+                                  + (f", compiling unlocked {w['compiling_unlocked_s']:.0f} s"
+                                     if w.get("compiling_unlocked_s") else "") + ")",
                                   markup=False, highlight=False)
                 return p, res.status
             finally:
