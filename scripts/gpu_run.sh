@@ -95,6 +95,8 @@ if [[ $modes == *" bench "* || $modes == *" bench1 "* || $modes == *" bench2 "* 
   rm -rf "$AKA_CACHE_DIR/bench_run"; cp -r "$d/run" "$AKA_CACHE_DIR/bench_run"
   tail -15 "$d/bench.log"
 fi
+# kb verify's order: the memory-bound ops issue 5's ceiling test is about, then the rest
+KB_FIRST=rms_norm,fused_add_rms_norm,silu_and_mul,gelu_and_mul,l2_norm,layer_norm,gated_rms_norm,softmax,rope_neox,fp8_per_token_quant,fp8_per_token_group_quant,qk_norm,rope_interleaved,silu_and_mul_fp8_quant,fused_rms_norm_fp8_quant,embedding,moe_sum,reshape_and_cache
 SWEEP_OPS=${AKA_SWEEP_OPS:-rms_norm,fused_add_rms_norm,silu_and_mul,gelu_and_mul,softmax,rope_neox,fp8_per_token_group_quant,l2_norm}
 if [[ $modes == *" all "* ]]; then
   # One after the other, each resuming what an earlier call left: the suite baselines (which fill
@@ -108,8 +110,8 @@ if [[ $modes == *" all "* ]]; then
   bench_rc=$?
   rm -rf "$AKA_CACHE_DIR/bench_run"; cp -r "$d/run" "$AKA_CACHE_DIR/bench_run"
   if (( bench_rc == 0 )); then
-    step "$k/kb_verify.log" python3 -m aka.cli kb verify --device cuda --jobs ${AKA_KB_JOBS:-6} \
-      ${AKA_KB_FIRST:+--first $AKA_KB_FIRST}
+    step "$k/kb_verify.log" python3 -m aka.cli kb verify --device cuda --jobs ${AKA_KB_JOBS:-8} \
+      --first ${AKA_KB_FIRST:-$KB_FIRST}
     kb_rc=$?
     tar czf "$k/results_json.tgz" knowledge_base/kernels/*/*.results.json 2>/dev/null
     if (( kb_rc == 0 )); then
