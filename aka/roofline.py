@@ -44,6 +44,11 @@ _OTHER_BYTES = {"int16": 2, "short": 2, "int32": 4, "int": 4, "uint32": 4,
                 "complex64": 8, "complex128": 16, "float8_e8m0fnu": 1}
 
 
+# A shape is "large" when its roofline time is at least this: there the ceiling, not launch latency
+# (a few us per kernel), is what limits, so a fraction of the ceiling means something.
+LARGE_SOL_US = 10.0
+
+
 def _dtype_name(x: Any) -> str:
     s = str(x)
     return s[len("torch."):] if s.startswith("torch.") else s

@@ -138,3 +138,28 @@ def test_wall_time_line_counts_cut_off_segments():
     line = _wall_line(meta)
     assert line.startswith("Wall time: 840 s in 2 invocation(s)")
     assert "21 ops finished, then cut off" in line and "204 records" in line
+
+
+def test_report_rescored_with_a_weights_file_and_large_shapes_apart(tmp_path, capsys):
+    """`aka bench report --weights FILE` scores recorded records with FILE's weights (a run outlives
+    a re-weighting) and says so; the large-shape column is the geomean over shapes whose roofline
+    time is at least 10 us, the ones where a fraction of the ceiling means something."""
+    run = tmp_path / "run"
+    run.mkdir()
+    rec = dict(impl="reference", device="cuda", correct=True, status="pass", category="Math", shape_weight=1.0,
+               op_weight=0.5, gpu="NVIDIA H200", git_sha="abc", date="2026-11-30")
+    rows = [dict(rec, op="a", shape="0", sol_us=0.01, sol_fraction=0.001, time_us=10.0),
+            dict(rec, op="a", shape="1", sol_us=40.0, sol_fraction=0.8, time_us=50.0),
+            dict(rec, op="b", shape="0", sol_us=20.0, sol_fraction=0.5, time_us=40.0)]
+    (run / "records.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    w = tmp_path / "w.json"
+    w.write_text(json.dumps({"weights": {"a": 1.0, "b": 0.0}, "provenance": {"method": "test mix"}}))
+    assert main(["bench", "report", str(run), "--weights", str(w)]) == 0
+    text = (run / "REPORT.md").read_text()
+    # score = 1.0 x geomean(0.001, 0.8) + 0 x 0.5
+    assert f"| reference | {(0.001 * 0.8) ** 0.5:.4f} |" in text
+    assert "test mix (applied by `aka bench report --weights`" in text
+    assert "| a | Math | 1.000 | 2 | 0.028 | 1 | 0.800 |" in text
+    w.write_text(json.dumps({"weights": {"a": 1.0}}))
+    assert main(["bench", "report", str(run), "--weights", str(w)]) == 2
+    assert "no weight for b" in capsys.readouterr().err

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from aka.bench.run import load_records
 from aka.bench.score import FAST_P, by_impl
+from aka.roofline import LARGE_SOL_US
 
 
 def _f(v, spec=".3f"):
@@ -52,22 +53,40 @@ def write_report(run_dir: Path, weights: Path | None = None) -> Path:
                      + " | ".join(f"{s[f'fast_{p:g}_eager']:.2f}" for p in FAST_P) + " | "
                      + " | ".join(f"{s[f'fast_{p:g}_compile']:.2f}" for p in FAST_P) + " |")
     ops = sorted({r["op"] for r in rows})
+    large = _large_geomeans(rows)
     lines += ["", "## Per operator (geomean SOL fraction over shapes; 0 when a shape failed or was untimed)", "",
-              "| op | category | weight | shapes | " + " | ".join(impls) + " |", "|---|---|---|---|" + "---|" * len(impls)]
+              f"Large shapes: roofline time >= {LARGE_SOL_US:.0f} us, where the ceiling rather than launch latency "
+              "limits (a decode shape moving a few KB has a roofline of nanoseconds, which no launch reaches); "
+              "their geomean is over the timed ones.", "",
+              "| op | category | weight | shapes | " + " | ".join(impls) + " | large shapes | "
+              + " | ".join(f"{i} (large)" for i in impls) + " |",
+              "|---|---|---|---|" + "---|" * (2 * len(impls) + 1)]
     for op in ops:
         first = scores[impls[0]]["per_op"].get(op, {})
         cells = []
         for impl in impls:
             o = scores[impl]["per_op"].get(op)
             cells.append("-" if o is None else (f"{o['score']:.3f}" if not o["why"] else f"0 ({o['why']})"))
+        n_large = max((large.get((op, i), (0, None))[0] for i in impls), default=0)
+        big = [_f(large.get((op, i), (0, None))[1]) for i in impls]
         lines.append(f"| {op} | {first.get('category')} | {_w(first.get('weight'))} | {first.get('shapes')} | "
-                     + " | ".join(cells) + " |")
+                     + " | ".join(cells) + f" | {n_large} | " + " | ".join(big) + " |")
     plots = _plots(rows, run_dir, impls, ops)
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots]
     out = run_dir / "REPORT.md"
     out.write_text("\n".join(lines) + "\n")
     return out
+
+
+def _large_geomeans(rows) -> dict:
+    """(op, impl) -> (large shapes, geomean sol_fraction over those of them that were timed)."""
+    from aka.evaluate.stats import geomean
+    by: dict = {}
+    for r in rows:
+        if (r.get("sol_us") or 0) >= LARGE_SOL_US:
+            by.setdefault((r["op"], r["impl"]), []).append(r.get("sol_fraction") if r.get("correct") else None)
+    return {k: (len(v), geomean([x for x in v if x]) if any(v) else None) for k, v in by.items()}
 
 
 def _shas(rows) -> str:

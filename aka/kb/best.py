@@ -18,8 +18,8 @@ import statistics
 from pathlib import Path
 
 from aka.evaluate.stats import geomean
+from aka.roofline import LARGE_SOL_US  # shared with `aka bench report`
 
-LARGE_SOL_US = 10.0
 TARGET = 0.85
 
 
