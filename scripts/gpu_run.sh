@@ -66,6 +66,7 @@ if [[ $modes == *" adv "* ]]; then
   d=$W/harness; mkdir -p "$d"; prov "$d"; export AKA_GPU_RESULTS=$d/gpu_results.jsonl; calib "$d"
   step "$d/pytest_gpu.log" python3 -m pytest -m gpu tests/test_adversarial.py \
     "tests/gpu/test_measurement_gpu.py::test_parallel_evaluations_measure_what_one_alone_measures" \
+    "tests/gpu/test_measurement_gpu.py::test_one_timing_method_per_shape_and_a_syncing_call_says_so" \
     -q -p no:cacheprovider --junitxml="$d/junit_gpu.xml"
   tail -6 "$d/pytest_gpu.log"
   unset AKA_GPU_RESULTS

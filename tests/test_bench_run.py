@@ -83,11 +83,15 @@ def test_resume_measures_again_what_failed_for_want_of_gpu_memory(tmp_path):
     import json
 
     from aka.bench.run import load_records, retryable
-    base = {"impl": "reference", "op": "x", "shape": "0", "device": "cuda"}
+    from aka.evaluate.timing import BASELINE_METHOD
+    base = {"impl": "reference", "op": "x", "shape": "0", "device": "cuda", "timing": BASELINE_METHOD}
     oom = dict(base, status="runtime_error", reason="OutOfMemoryError: CUDA out of memory. Tried to allocate 448 MiB")
     bad = dict(base, shape="1", status="runtime_error", reason="RuntimeError: shape mismatch")
     (tmp_path / "records.jsonl").write_text("\n".join(json.dumps(r) for r in (oom, bad, dict(base, status="pass"))) + "\n")
     assert retryable(oom) and not retryable(bad) and not retryable(dict(oom, status="pass"))
+    # timed under an older timing method (or before records named it): measured again on resume
+    assert retryable(dict(base, status="pass", timing="v3")) and retryable({k: v for k, v in base.items() if k != "timing"})
+    assert not retryable(dict(base, status="pass", device="cpu", timing=None))
     rows = load_records(tmp_path)
     assert len(rows) == 2 and {r["shape"]: r["status"] for r in rows} == {"0": "pass", "1": "runtime_error"}
 

@@ -470,12 +470,14 @@ def test_kb_verify_redoes_a_kernel_that_ran_out_of_gpu_memory(tmp_path):
     verdict on the kernel: `aka kb verify` runs it again; any other current result stands."""
     import json
 
+    from aka.evaluate.timing import BASELINE_METHOD
     from aka.kb.verify import is_current, results_path, source_hash
     k = tmp_path / "k.py"
     k.write_text("class ModelNew: pass\n")
 
-    def with_result(status, reason):
-        entry = {"status": status, "reason": reason, "source_hash": source_hash(k), "shapes_spec": "all"}
+    def with_result(status, reason, timing=BASELINE_METHOD):
+        entry = {"status": status, "reason": reason, "source_hash": source_hash(k), "shapes_spec": "all",
+                 "timing_method": timing}
         results_path(k).write_text(json.dumps({"devices": {"cuda": entry}}))
 
     with_result("crashed", "[correctness] out of memory: OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB")
@@ -484,3 +486,5 @@ def test_kb_verify_redoes_a_kernel_that_ran_out_of_gpu_memory(tmp_path):
     assert is_current(k, "cuda")
     with_result("pass", "all stages passed")
     assert is_current(k, "cuda") and not is_current(k, "cpu")
+    with_result("pass", "all stages passed", timing="v3")  # timed under an older method: again
+    assert not is_current(k, "cuda")

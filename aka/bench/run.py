@@ -63,17 +63,23 @@ def load_records(out: Path) -> list[dict]:
 
 
 def retryable(record: dict) -> bool:
-    """Failed for want of resources (result.machine_failure): a resumed run measures it again."""
+    """A resumed run measures it again: it failed for want of resources (result.machine_failure),
+    or it was timed on a GPU under an older timing method (timing.BASELINE_METHOD)."""
     from aka.evaluate.result import machine_failure
+    from aka.evaluate.timing import BASELINE_METHOD
+    if str(record.get("device", "")).startswith("cuda") and record.get("timing") != BASELINE_METHOD:
+        return True
     return machine_failure(record.get("status"), record.get("reason"))
 
 
 def _rows(res: EvalResult, impl: str, problem, suite: Suite, which: str | None = None) -> list[dict]:
     """Flatten one EvalResult into records; `which` picks the eager or compile column for baselines."""
+    from aka.evaluate.timing import BASELINE_METHOD
     env = res.env or {}
     base = {"impl": impl, "op": problem.name, "category": problem.category, "op_weight": suite.weight(problem.name),
             "device": res.device, "gpu": env.get("gpu"), "torch": env.get("torch"), "triton": env.get("triton"),
-            "git_sha": env.get("git_sha"), "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+            "git_sha": env.get("git_sha"), "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "timing": BASELINE_METHOD}
     info = {s.id: s for s in problem.shapes.values()} | {s.id: s for s in problem.small_shapes.values()}
     rows = []
     for s in res.shapes:

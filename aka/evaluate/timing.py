@@ -1,13 +1,21 @@
 """GPU timing inside the worker: cold L2, many samples, medians with 95% CIs, interleaved.
 
-Two methods, chosen per implementation from a warm-up estimate:
-  * cuda_events (calls >= 20 us): every sample is one call between two CUDA events, preceded by
-    a write over a buffer of 2x the L2 so the inputs come from HBM, as they do in a serving step.
-  * cuda_graph (calls < 20 us): a CUDA graph holding G back-to-back calls, each on a different
-    input set, the sets together at least 3x the L2, so inputs are evicted before they are reused;
-    one sample is one replay divided by G. Launch overhead (2-5 us per call measured on the H200,
-    shared/anchors) would otherwise be most of what a decode-sized kernel is "timed" at. Its
-    un-graphed per-call time is reported too (`eager_call_us`), since serving without graphs pays it.
+Two methods, chosen per shape (the same for every implementation of the shape) from the size of
+its inputs:
+  * cuda_graph (inputs under 3x the L2, so several input sets): a CUDA graph holding G
+    back-to-back calls, each on a different input set, the sets together at least 3x the L2, so
+    inputs are evicted before they are reused; one sample is one replay divided by G. Launch
+    overhead (2-5 us per call measured on the H200, shared/anchors) would otherwise be most of
+    what a decode-sized kernel is "timed" at. Its un-graphed per-call time is reported too
+    (`eager_call_us`), since serving without graphs pays it.
+  * cuda_events (inputs of 3x the L2 or more: one set, a call moving >= ~150 MB on an H200, tens
+    of us at least): every sample is one call between two CUDA events, after a head start on the
+    GPU and a write over a buffer of 2x the L2, so the inputs come from HBM, as in a serving step.
+An implementation that cannot be captured (a reference that syncs with the host) is timed with
+events and the result says so. Until v4 the method was chosen per implementation from a warm-up
+estimate, which a busy host could push over the threshold: on the H200, 102 of 166 short
+torch.compile baselines were timed with events against candidates timed with graphs, and a
+speedup over compile then measured the method as much as the kernel.
 Candidate, eager reference and torch.compile(reference) are sampled in rounds, A B C A B C ..., with
 the order rotated every round, so a clock drift or a thermal step hits all of them alike.
 """
@@ -27,7 +35,6 @@ import torch
 from aka.evaluate.loader import call
 from aka.evaluate.stats import median_ci
 
-GRAPH_BELOW_US = 20.0
 ROUNDS = 5
 TARGET_MS_PER_IMPL = 60.0      # measured time per implementation per shape, all rounds together
 MIN_SAMPLES, MAX_SAMPLES = 25, 400
@@ -38,8 +45,9 @@ EAGER_CALLS = 32  # calls per repetition of the un-graphed per-call measurement 
 # later shapes of a worker with automatic dynamic shapes, could recompile inside timed samples,
 # and could pick the method from a host-bound estimate). v3: the input sets share one pattern of
 # control values (integer tensors) and timed rounds refresh only floating-point values, so a
-# value-dependent reference compiles once and never inside a timed round.
-BASELINE_METHOD = "v3"
+# value-dependent reference compiles once and never inside a timed round. v4: the method is the
+# shape's, not each implementation's (see the top of this file).
+BASELINE_METHOD = "v4"
 BEAT_S = 5.0  # progress heartbeat while compiling (the sandbox's idle watchdog waits 180 s)
 
 
@@ -56,6 +64,7 @@ class Impl:
         self.graph = None
         self.graph_calls = 1
         self.error = None
+        self.note = None  # said in the result, not an error (e.g. timed with events: not capturable)
         self.last_out = None  # (input-set index, output) of a call made inside the timed region
         self.warmed = False
 
@@ -85,10 +94,31 @@ def _event_time_us(fn, n: int, head_start: bool = True) -> float:
     return s.elapsed_time(e) * 1000.0 / n
 
 
+def _syncs_with_host(impl, inputs) -> bool:
+    """Whether a call synchronizes with the host (`.item()`, `.tolist()`, a boolean mask's
+    nonzero): torch's sync debug mode raises at the sync point, before the sync happens."""
+    prev = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        with torch.no_grad():
+            impl(inputs)
+        return False
+    except RuntimeError as e:
+        if "synchroniz" in str(e):
+            return True
+        raise
+    finally:
+        torch.cuda.set_sync_debug_mode(prev)
+        torch.cuda.synchronize()
+
+
 class ShapeTimer:
     def __init__(self, impls: list[Impl], input_sets: list[dict], l2_bytes: int, refresh=None):
         self.impls, self.sets = impls, input_sets
         self.refresh = refresh  # callable(round) -> new values written in place into the sets
+        # the shape's method: graphs where the inputs are small enough for several sets
+        # (make_input_sets makes one set only from 3x the L2 up), events otherwise
+        self.graphed = len(input_sets) > 1
         self.flush_buf = torch.empty(max(2 * l2_bytes, 64 << 20), dtype=torch.uint8, device="cuda")
 
     def flush(self):
@@ -167,14 +197,23 @@ class ShapeTimer:
         # GPU's exclusive lock for ~20 s.
         k = min(len(self.sets), EAGER_CALLS)
         impl.eager_call_us = _event_time_us(lambda: [impl(self.sets[i]) for i in range(k)], 3, False) / k
-        impl.method = "cuda_graph" if (est < GRAPH_BELOW_US and impl.capturable) else "cuda_events"
+        impl.estimate_us = est
+        impl.method = "cuda_graph" if (self.graphed and impl.capturable) else "cuda_events"
+        if impl.method == "cuda_graph" and _syncs_with_host(impl, self.sets[0]):
+            # found before a capture is tried: a sync inside a capture can leave it broken
+            impl.method = "cuda_events"
+            impl.note = "timed with CUDA events: it synchronizes with the host, which a CUDA graph cannot hold"
         if impl.method == "cuda_graph":
             try:
                 self._capture(impl)
-            except Exception as e:  # noqa: BLE001 - not capturable: fall back to events, say so
-                impl.method, impl.graph, impl.error = "cuda_events", None, f"graph capture failed: {type(e).__name__}"
+            except Exception as e:  # noqa: BLE001 - not capturable: timed with events, and said
+                impl.method, impl.graph = "cuda_events", None
+                impl.note = f"timed with CUDA events: graph capture failed ({type(e).__name__}: {str(e)[:120]})"
                 torch.cuda.synchronize()
-        impl.estimate_us = est
+            else:
+                # the GPU time per call from a replay: the head-start estimate above can be the
+                # host's time (a compiled call's guards on a busy CPU), and sets the sample count
+                impl.estimate_us = _event_time_us(impl.graph.replay, 3) / impl.graph_calls
 
     def _capture(self, impl: Impl) -> None:
         g = torch.cuda.CUDAGraph()
@@ -386,6 +425,8 @@ def time_shapes(worker, shapes) -> None:
                                   "method": impl.method, "eager_call_us": impl.eager_call_us}
             elif impl.error:
                 worker.res.notes.append(f"shape {shape.id}: {impl.name} not timed ({impl.error})")
+            if impl.note and impl.samples:
+                worker.res.notes.append(f"shape {shape.id}: {impl.name}: {impl.note}")
             if impl.error and impl.samples:
                 worker.res.notes.append(f"shape {shape.id}: {impl.name}: {impl.error}")
         c = res.get("candidate")

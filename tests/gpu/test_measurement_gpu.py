@@ -34,6 +34,38 @@ def test_same_kernel_timed_twice_agrees(shape, record):
     assert spread <= limit, f"{shape}: {ma:.3f} vs {mb:.3f} us ({spread:.1%} > {limit:.0%})"
 
 
+def test_one_timing_method_per_shape_and_a_syncing_call_says_so(record):
+    """The method is the shape's: every capturable implementation of a shape with several input
+    sets is graph-timed (timing v4; v3 picked it per implementation from a host-sensitive
+    estimate, and timed 102 of 166 short torch.compile baselines with events against graph-timed
+    candidates). A call that syncs with the host is found before any capture, timed with events,
+    and says so; a shape whose inputs fill 3x the L2 is event-timed for every implementation."""
+    import torch.nn as nn
+
+    from aka.evaluate.timing import Impl, ShapeTimer
+
+    class Plain(nn.Module):
+        def forward(self, x):
+            return x * 2 + 1
+
+    class Syncs(nn.Module):
+        def forward(self, x):
+            return x + x[x > 10].numel()  # the boolean mask's nonzero waits for the GPU
+
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    small = [{"x": torch.randn(64, 4096, device="cuda")} for _ in range(8)]
+    impls = [Impl("plain", Plain()), Impl("compiled", torch.compile(Plain())), Impl("syncs", Syncs())]
+    ShapeTimer(impls, small, l2).run()
+    plain, compiled, syncs = impls
+    record("method_per_shape", methods={i.name: i.method for i in impls}, note=syncs.note)
+    assert plain.method == compiled.method == "cuda_graph"
+    assert syncs.method == "cuda_events" and "synchronizes" in syncs.note and syncs.samples
+    big = [{"x": torch.randn(3 * l2 // 4 + 1024, device="cuda")}]  # fp32: past 3x the L2, one set
+    impls = [Impl("plain", Plain()), Impl("compiled", torch.compile(Plain()))]
+    ShapeTimer(impls, big, l2).run()
+    assert all(i.method == "cuda_events" and i.samples for i in impls)
+
+
 def test_known_answer_copy_iou(record):
     res = _eval(problem("copy"), kernel("copy"), "large,medium", baselines=False)
     assert res.status == "pass", res.reason
