@@ -21,10 +21,13 @@ def op_scores(rows: list[dict]) -> dict[str, dict]:
         by_op[r["op"]].append(r)
     out = {}
     for op, rs in by_op.items():
-        bad = [r for r in rs if not r.get("correct") or r.get("impossible")]
+        untimed = [r for r in rs if r.get("status") == "untimed"]  # a baseline the GPU could not time
+        bad = [r for r in rs if (not r.get("correct") or r.get("impossible")) and r not in untimed]
         timed = [r for r in rs if r.get("sol_fraction")]
         if bad or len(timed) < len(rs):
-            why = (f"{len(bad)} of {len(rs)} shapes failed" if bad else f"{len(rs) - len(timed)} shapes untimed")
+            why = (f"{len(bad)} of {len(rs)} shapes failed" if bad else
+                   f"{len(rs) - len(timed)} of {len(rs)} shapes untimed"
+                   + (f": {untimed[0].get('reason', '')[:60]}" if untimed else ""))
             out[op] = {"score": 0.0, "shapes": len(rs), "why": why, "weight": rs[0].get("op_weight", 0.0),
                        "category": rs[0].get("category")}
             continue
