@@ -233,6 +233,40 @@ def test_compiling_baselines_keep_the_idle_watchdog_fed_but_a_hanging_candidate_
         assert t.impls[0].error is None
 
 
+def test_timing_method_is_the_shapes_and_a_failed_capture_is_still_timed(monkeypatch):
+    """Timing v4's choice, without a GPU (the CUDA calls stubbed): every capturable
+    implementation of a shape with several input sets is graph-timed, a call that syncs with the
+    host is event-timed with a note, a capture that fails falls back to events with a note (and
+    is not left untimed, as v3 did), and a one-set shape is event-timed throughout."""
+    import torch
+
+    from aka.evaluate import timing
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    monkeypatch.setattr(timing, "_event_time_us", lambda fn, n, head_start=True: 3.0)
+    monkeypatch.setattr(timing, "_syncs_with_host", lambda impl, inputs: impl.name == "syncs")
+
+    def capture(self, impl):
+        if impl.name == "breaks":
+            raise RuntimeError("operation not permitted when stream is capturing")
+        impl.graph, impl.graph_calls = type("G", (), {"replay": lambda self: None})(), len(self.sets)
+    monkeypatch.setattr(timing.ShapeTimer, "_capture", capture)
+
+    def timer(n_sets, names):
+        t = timing.ShapeTimer.__new__(timing.ShapeTimer)  # no flush buffer: no GPU here
+        t.sets, t.graphed = [{"x": torch.ones(2)} for _ in range(n_sets)], n_sets > 1
+        t.impls = [timing.Impl(n, lambda x: x) for n in names]
+        for i in t.impls:
+            i.warmed = True
+            t.prepare(i)
+        return {i.name: (i.method, i.note) for i in t.impls}
+
+    got = timer(4, ["candidate", "eager", "compile", "syncs", "breaks"])
+    assert got["candidate"] == got["eager"] == got["compile"] == ("cuda_graph", None)
+    assert got["syncs"][0] == "cuda_events" and "synchronizes" in got["syncs"][1]
+    assert got["breaks"][0] == "cuda_events" and "graph capture failed" in got["breaks"][1]
+    assert all(m == "cuda_events" and note is None for m, note in timer(1, ["candidate", "compile"]).values())
+
+
 def test_first_calls_run_gpu_work_under_the_shared_lock(monkeypatch):
     """GPU work outside every lock would land in another evaluation's timed region: every first
     call holds the shared lock; torch.compile's through the hold that lets go while it compiles."""
