@@ -305,7 +305,8 @@ def calibrate(device: str = "cuda", save: bool = True, copy_gib: float = 2.0,
     Returns ``copy_tbps`` (bytes read + written / median time), ``bf16_tflops``
     (2·n³ / median time, random N(0,1) operands: zeros run faster on Hopper,
     894 vs 788 TFLOP/s in one run here), ``fp8_tflops`` when
-    ``torch._scaled_mm`` works, plus per-measurement timings, warnings and
+    ``torch._scaled_mm`` works, ``kernel_floor_us`` (the GPU time of one tiny kernel
+    in a graph of them: the least any timed kernel can take), plus per-measurement timings, warnings and
     provenance (gpu, torch, triton, CUDA, date, clocks before and after).
     No fp32 FMA measurement: a non-tensor rate needs a purpose-built kernel.
     """
@@ -370,6 +371,29 @@ def calibrate(device: str = "cuda", save: bool = True, copy_gib: float = 2.0,
             result["warnings"].append(f"fp8 matmul failed: {type(exc).__name__}: {exc}")
     del a, b, c
     torch.cuda.empty_cache()
+
+    # (d) the floor under any kernel as our timing sees it: a graph of K dependent one-element
+    # kernels replayed back to back (v4 times short shapes as graph replays), time / K. A
+    # roofline time below it (a decode shape moving a few KB) is one no kernel can reach.
+    try:
+        k = 200
+        x = torch.zeros(1, device=dev)
+        g = torch.cuda.CUDAGraph()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            x.add_(1)
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        with torch.cuda.graph(g):
+            for _ in range(k):
+                x.add_(1)
+        t = _event_times_ms(torch, g.replay, warmup, reps)
+        meas["kernel_floor"] = {**_timing_record(t, float(k), 1.0), "kernels_per_replay": k}
+        result["kernel_floor_us"] = meas["kernel_floor"]["median_ms"] * 1e3 / k
+        del g, x
+    except Exception as exc:  # the floor is extra: its failure must not lose the rest
+        result["warnings"].append(f"kernel floor failed: {type(exc).__name__}: {exc}")
 
     if spec is not None:
         checks = [("copy_tbps", spec.mem_tbps), ("bf16_tflops", spec.peak_tflops.get("bf16")),
