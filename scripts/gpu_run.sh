@@ -49,8 +49,8 @@ prov() {
     python3 -c "import torch,triton,sys;print('torch',torch.__version__,'triton',triton.__version__,'python',sys.version.split()[0])"
     echo "source ${AKA_GIT_SHA:-$(git rev-parse --short=12 HEAD 2>/dev/null)}"; date -u +%FT%TZ; } > "$1/provenance.txt" 2>&1
 }
-calib() {  # the measured ceilings, once per cache
-  ls "$AKA_CACHE_DIR"/calibration/*.json >/dev/null 2>&1 && return 0
+calib() {  # the measured ceilings, once per cache (again when the cached one predates the kernel floor)
+  grep -qs kernel_floor_us "$AKA_CACHE_DIR"/calibration/*.json && return 0
   step "$1/calibration.err" bash -c "python3 -m aka.cli hw calibrate > '$1/calibration.json'"
 }
 if [[ $modes == *" harness "* ]]; then
