@@ -14,7 +14,6 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from aka.evaluate.timing import BASELINE_METHOD
 from aka.kb.chunks import as_list, kb_files
 from aka.problem import BENCH_OPS
 
@@ -54,6 +53,7 @@ def is_current(kernel: Path, device: str, spec: str | None = None) -> bool:
     entry = read_results(kernel).get("devices", {}).get(device) or {}
     if machine_failure(entry.get("status"), entry.get("reason")):
         return False  # out of GPU memory beside other evaluations: verify it again
+    from aka.evaluate.timing import BASELINE_METHOD  # (imports torch: only when asked)
     if device != "cpu" and entry.get("timing_method") != BASELINE_METHOD:
         return False  # timed (kernel and baselines) under an older timing method: measure again
     return entry.get("source_hash") == source_hash(kernel) and (spec is None or entry.get("shapes_spec") == spec)
@@ -66,6 +66,7 @@ def record(res, kernel: Path, device: str, spec: str) -> dict:
     for s in res.shapes:
         d = {k: getattr(s, k) for k in SHAPE_KEYS if getattr(s, k, None) not in (None, "")}
         shapes.append(d)
+    from aka.evaluate.timing import BASELINE_METHOD
     return {"status": res.status, "reason": res.reason, "source_hash": source_hash(kernel), "shapes_spec": spec,
             "timing_method": BASELINE_METHOD, "shapes": shapes, "git_sha": env.get("git_sha"), "date": dt.datetime.now(dt.timezone.utc).isoformat(
                 timespec="seconds"), "torch": env.get("torch"), "triton": env.get("triton"), "gpu": env.get("gpu")}
