@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 from aka.bench.run import load_records
@@ -91,12 +92,8 @@ def _large_geomeans(rows) -> dict:
 
 def _shas(rows) -> str:
     """The commit(s) the records were measured at; a resumed run can span several."""
-    n: dict[str, int] = {}
-    for r in rows:
-        n[str(r.get("git_sha"))] = n.get(str(r.get("git_sha")), 0) + 1
-    if len(n) == 1:
-        return next(iter(n))
-    return " + ".join(f"{sha} ({k} records)" for sha, k in n.items())
+    n = Counter(str(r.get("git_sha")) for r in rows)
+    return next(iter(n)) if len(n) == 1 else " + ".join(f"{sha} ({k} records)" for sha, k in n.items())
 
 
 def _wall_line(meta: dict) -> str:
@@ -104,13 +101,11 @@ def _wall_line(meta: dict) -> str:
     if not segs:
         return "Wall time: not recorded (the run was interrupted, or predates the record)."
     def part(s: dict) -> str:
+        head = f"{s['wall_s']:.0f} s (--jobs {s.get('jobs')}" + (f", git {s['git_sha']}" if s.get("git_sha") else "")
         if "records_after" in s:
-            return (f"{s['wall_s']:.0f} s (--jobs {s.get('jobs')}{_at(s)}, "
-                    f"{s['records_after'] - s.get('records_before', 0)} records)")
+            return f"{head}, {s['records_after'] - s.get('records_before', 0)} records)"
         # cut off (a deadline, a kill): its wall time as last written (every op, every 15 s)
-        return f"{s['wall_s']:.0f} s (--jobs {s.get('jobs')}{_at(s)}, {s.get('ops_finished', 0)} ops finished, then cut off)"
-    def _at(s: dict) -> str:
-        return f", git {s['git_sha']}" if s.get("git_sha") else ""
+        return f"{head}, {s.get('ops_finished', 0)} ops finished, then cut off)"
     parts = ", ".join(part(s) for s in segs)
     return f"Wall time: {sum(s['wall_s'] for s in segs):.0f} s in {len(segs)} invocation(s): {parts}."
 
