@@ -302,12 +302,24 @@ def test_first_calls_run_gpu_work_under_the_shared_lock(monkeypatch):
         assert h == ("shared",), (name, h)
 
 
+def _exclusive_free(lock_file) -> bool:
+    """Whether another holder could take the GPU lock's file exclusively right now."""
+    import fcntl
+    import os
+    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def test_shared_hold_lets_go_while_torch_compile_compiles(tmp_path):
     """gpulock.shared: during a dynamo compile (and a recompile for new values)
     another process could take the exclusive lock; around the compiled calls it could not."""
-    import fcntl
-    import os
-
     import torch
 
     from aka.evaluate.gpulock import GpuLock
@@ -315,16 +327,7 @@ def test_shared_hold_lets_go_while_torch_compile_compiles(tmp_path):
     lock = GpuLock(tmp_path, "gpu0")
     seen = []
 
-    def exclusive_free() -> bool:
-        fd = os.open(tmp_path / "gpu0.lock", os.O_RDWR | os.O_CREAT)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            return True
-        except BlockingIOError:
-            return False
-        finally:
-            os.close(fd)
+    exclusive_free = lambda: _exclusive_free(tmp_path / "gpu0.lock")  # noqa: E731
 
     def f(x, n: int):
         return x * n if n > 2 else x + n  # an int argument: a new value recompiles
@@ -350,25 +353,13 @@ def test_shared_hold_lets_go_while_triton_compiles(tmp_path):
     before compiling (a truthy return would skip the compile, so the lock's hook returns None) and
     `jit_post_compile_hook` after. A launch after a compile that never reported its end takes the
     lock again. Hooks set before the hold are chained, and restored after it."""
-    import fcntl
-    import os
-
     from triton import knobs
 
     from aka.evaluate.gpulock import GpuLock
     lock = GpuLock(tmp_path, "gpu0")
     rt = knobs.runtime
 
-    def exclusive_free() -> bool:
-        fd = os.open(tmp_path / "gpu0.lock", os.O_RDWR | os.O_CREAT)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            return True
-        except BlockingIOError:
-            return False
-        finally:
-            os.close(fd)
+    exclusive_free = lambda: _exclusive_free(tmp_path / "gpu0.lock")  # noqa: E731
 
     theirs = []
     prev_cache, prev_post = rt.jit_cache_hook, rt.jit_post_compile_hook
