@@ -200,13 +200,9 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
         save_wall()
         # A line per op, with where its time went: on a GPU shared by several jobs, the wait
         # for the GPU lock (gpulock.py) is what tells a slow op from a stalled pipeline.
+        from aka.evaluate.gpulock import lock_summary
         parts = [f"{name} {r.status} {r.wall_s.get('worker_total_s', 0):.0f} s"
-                 + (f" (GPU wait {r.wall_s['gpu_wait_s']:.0f} s" if r.wall_s.get("gpu_wait_s") else "")
-                 + (f", {r.wall_s['gpu_wait_to_time_s']:.0f} s of it to time" if r.wall_s.get("gpu_wait_to_time_s") else "")
-                 + (")" if r.wall_s.get("gpu_wait_s") else "")
-                 + (f" (GPU held {r.wall_s['gpu_held_s']:.1f} s)" if r.wall_s.get("gpu_held_s") else "")
-                 + (f" (compiling unlocked {r.wall_s['compiling_unlocked_s']:.0f} s)"
-                    if r.wall_s.get("compiling_unlocked_s") else "")
+                 + (f" ({lock_summary(r.wall_s)})" if lock_summary(r.wall_s) else "")
                  for name, r in st["waits"]]
         n = len(problem.select(shapes_of(problem)))
         took = f"{n} shapes in {time.time() - st['t0']:.0f} s" if st["t0"] else f"{n} shapes"

@@ -195,6 +195,26 @@ def _compile_hooks(start, end):
     return undo_all
 
 
+# The lock's share of an evaluation's wall time, as the worker reports it (EvalResult.wall_s).
+LOCK_TIMES = {"gpu_wait_s": "waited_s", "gpu_wait_to_time_s": "waited_exclusive_s", "gpu_held_s": "held_s",
+              "compiling_unlocked_s": "compiling_s"}
+
+
+def lock_summary(wall_s: dict) -> str:
+    """'GPU wait 92 s (75 s to time), GPU held 8.3 s, compiling unlocked 12 s', the parts present:
+    on a GPU shared by several evaluations, what tells a slow one from a stalled pipeline."""
+    w = wall_s or {}
+    parts = []
+    if w.get("gpu_wait_s"):
+        parts.append(f"GPU wait {w['gpu_wait_s']:.0f} s"
+                     + (f" ({w['gpu_wait_to_time_s']:.0f} s to time)" if w.get("gpu_wait_to_time_s") else ""))
+    if w.get("gpu_held_s"):
+        parts.append(f"GPU held {w['gpu_held_s']:.1f} s")
+    if w.get("compiling_unlocked_s"):
+        parts.append(f"compiling unlocked {w['compiling_unlocked_s']:.0f} s")
+    return ", ".join(parts)
+
+
 class NoLock:
     waited_s = waited_exclusive_s = 0.0
     held_s = compiling_s = 0.0

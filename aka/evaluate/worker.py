@@ -499,14 +499,9 @@ class Worker:
     def finish(self, shapes, t_start: float) -> EvalResult:
         """Costs and the wall-time breakdown (GPU lock wait and exclusive hold included)."""
         self.collect_costs(shapes)
-        if self.gpu.waited_s:
-            self.timer["gpu_wait_s"] = self.gpu.waited_s
-        if self.gpu.waited_exclusive_s:
-            self.timer["gpu_wait_to_time_s"] = self.gpu.waited_exclusive_s
-        if self.gpu.held_s:
-            self.timer["gpu_held_s"] = self.gpu.held_s
-        if self.gpu.compiling_s:
-            self.timer["compiling_unlocked_s"] = self.gpu.compiling_s
+        from aka.evaluate.gpulock import LOCK_TIMES
+        self.timer.update({key: getattr(self.gpu, attr) for key, attr in LOCK_TIMES.items()
+                           if getattr(self.gpu, attr)})
         self.timer["worker_total_s"] = time.perf_counter() - t_start
         self.res.wall_s.update({k: round(v, 3) for k, v in self.timer.items()})
         return self.res

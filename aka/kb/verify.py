@@ -128,14 +128,11 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
                 write_result(p, root, device, record(res, p, device, spec))
                 sol = [s.sol_fraction for s in res.shapes if s.sol_fraction is not None]
                 w = res.wall_s or {}
+                from aka.evaluate.gpulock import lock_summary
                 bar.console.print(f"{name}: {res.status}" + (f", sol_fraction min {min(sol):.2f} max {max(sol):.2f}"
                                                              if sol else "")
                                   + f" ({w.get('worker_total_s', 0):.0f} s"
-                                  + (f", GPU wait {w['gpu_wait_s']:.0f} s" if w.get("gpu_wait_s") else "")
-                                  + (f" ({w['gpu_wait_to_time_s']:.0f} s to time)" if w.get("gpu_wait_to_time_s") else "")
-                                  + (f", GPU held {w['gpu_held_s']:.1f} s" if w.get("gpu_held_s") else "")
-                                  + (f", compiling unlocked {w['compiling_unlocked_s']:.0f} s"
-                                     if w.get("compiling_unlocked_s") else "") + ")",
+                                  + (f", {lock_summary(w)}" if lock_summary(w) else "") + ")",
                                   markup=False, highlight=False)
                 return p, res.status
             finally:
