@@ -7,13 +7,13 @@
 #                                                         # sweep and agent runs, .gpucache for the next call
 #
 #   device: bash scripts/gpu_run.sh MODE...
-#   MODE: harness | adv | evals | agent1 | sweep | kb | bench | bench1 | bench2 | all
+#   MODE: harness | adv | timing | evals | agent1 | sweep | kb | bench | bench1 | bench2 | all
 #   (all: suite baselines, then `kb verify`, then the offline sweep, each starting when the one
 #   before has finished; AKA_BENCH_JOBS / AKA_KB_JOBS / AKA_SWEEP_JOBS set their parallelism.
 #   Run it again with the returned cache carried in (collect_runs.py puts it in .gpucache) and
 #   each part resumes: bench from its records, kb from the kernels' results, the sweep's runs)
 #   (adv: the GPU adversarial suite and the parallel-timing test only, without the slower
-#   measurement tests of harness)
+#   measurement tests of harness; timing: only the parallel-timing and method-per-shape tests)
 #
 # One device call runs 10 minutes at most. Every step runs under `timeout` against a deadline
 # (AKA_DEADLINE_S seconds after start, default 560) so the archive is always written, even when
@@ -65,6 +65,15 @@ fi
 if [[ $modes == *" adv "* ]]; then
   d=$W/harness; mkdir -p "$d"; prov "$d"; export AKA_GPU_RESULTS=$d/gpu_results.jsonl; calib "$d"
   step "$d/pytest_gpu.log" python3 -m pytest -m gpu tests/test_adversarial.py \
+    "tests/gpu/test_measurement_gpu.py::test_parallel_evaluations_measure_what_one_alone_measures" \
+    "tests/gpu/test_measurement_gpu.py::test_one_timing_method_per_shape_and_a_syncing_call_says_so" \
+    -q -p no:cacheprovider --junitxml="$d/junit_gpu.xml"
+  tail -6 "$d/pytest_gpu.log"
+  unset AKA_GPU_RESULTS
+fi
+if [[ $modes == *" timing "* ]]; then  # the two measurement tests the timing and lock changes touch
+  d=$W/harness; mkdir -p "$d"; prov "$d"; export AKA_GPU_RESULTS=$d/gpu_results.jsonl; calib "$d"
+  step "$d/pytest_gpu.log" python3 -m pytest -m gpu \
     "tests/gpu/test_measurement_gpu.py::test_parallel_evaluations_measure_what_one_alone_measures" \
     "tests/gpu/test_measurement_gpu.py::test_one_timing_method_per_shape_and_a_syncing_call_says_so" \
     -q -p no:cacheprovider --junitxml="$d/junit_gpu.xml"
