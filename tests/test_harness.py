@@ -285,7 +285,10 @@ def test_first_calls_run_gpu_work_under_the_shared_lock(monkeypatch):
             yield
             held.pop()
 
-    calls = []
+        def breathe(self):
+            breaths.append(tuple(held))
+
+    calls, breaths = [], []
 
     class Impl:
         def __init__(self, name):
@@ -300,6 +303,7 @@ def test_first_calls_run_gpu_work_under_the_shared_lock(monkeypatch):
     assert len(calls) == 9
     for name, _, h in calls:
         assert h == ("shared",), (name, h)
+    assert breaths == [("shared",)] * 9, "a waiting timing may go between any two calls, inside the hold"
 
 
 def _exclusive_free(lock_file) -> bool:

@@ -30,6 +30,11 @@ from pathlib import Path
 
 WAIT_STAGE = "gpu_wait"
 HEARTBEAT_S = 5.0
+# A shared hold lets go and re-enters at a `breathe()` once it has lasted this long: a timing
+# that waits then starts within about this much (plus one call), not after the longest stretch
+# of checks or input generation of any evaluation (a convoy: see `breathe`).
+SLICE_S = 0.05
+POLL_S = (0.001, 0.02)  # the wait between tries for a held lock: from the first, doubling to the second
 
 
 def gpu_key(device: str) -> str:
@@ -52,10 +57,12 @@ class GpuLock:
         self.waited_exclusive_s = 0.0  # the part of waited_s spent waiting to time (the rest: to check)
         self.held_s = 0.0  # seconds this process owned the GPU (exclusive holds)
         self.compiling_s = 0.0  # seconds a shared hold was let go for compiles
+        self._hold = None  # the shared hold in progress: {"fd": its fd or None while compiling, "since": entry}
 
     def _acquire(self, name: str, mode: int) -> int:
         fd = os.open(self.dir / f"{self.key}.{name}", os.O_RDWR | os.O_CREAT, 0o666)
         t0 = next_beat = time.monotonic()
+        pause = POLL_S[0]
         while True:
             try:
                 fcntl.flock(fd, mode | fcntl.LOCK_NB)
@@ -66,7 +73,8 @@ class GpuLock:
                 if self.emit is not None and now >= next_beat:
                     self.emit({"event": "progress", "stage": WAIT_STAGE, "shape": None, "t": time.time()})
                     next_beat = now + HEARTBEAT_S
-                time.sleep(0.05)
+                time.sleep(pause)
+                pause = min(2 * pause, POLL_S[1])
 
     @staticmethod
     def _release(fd: int) -> None:
@@ -108,7 +116,8 @@ class GpuLock:
         each kernel held the GPU 3 s and waited 90-195 s for it. The GPU work between compiles
         still runs under the lock; a Triton launch after a compile that never reported its end
         (it raised, and the candidate caught it) takes the lock again first."""
-        state = {"fd": self._enter(fcntl.LOCK_SH)}
+        outer = self._hold
+        state = self._hold = {"fd": self._enter(fcntl.LOCK_SH), "since": time.monotonic()}
 
         def start(*_args, **_kwargs):
             if state["fd"] is not None:
@@ -120,7 +129,7 @@ class GpuLock:
         def end(*_args, **_kwargs):
             if state["fd"] is None:
                 self.compiling_s += time.monotonic() - state.pop("t", time.monotonic())
-                state["fd"] = self._enter(fcntl.LOCK_SH)
+                state["fd"], state["since"] = self._enter(fcntl.LOCK_SH), time.monotonic()
             return None
 
         undo = _compile_hooks(start, end)
@@ -128,8 +137,27 @@ class GpuLock:
             yield
         finally:
             undo()
+            self._hold = outer
             if state["fd"] is not None:
                 self._leave(state["fd"])
+
+    def breathe(self) -> None:
+        """Inside a shared hold, between two pieces of work: once the hold has lasted SLICE_S,
+        let go (draining this process's GPU work) and take it again, so that a timing waiting
+        for the GPU gets it now rather than at the hold's end.
+
+        An exclusive waiter waits for every shared holder to leave while the turnstile keeps new
+        ones out, so one long shared stretch stalled every evaluation on the GPU: in session 6's
+        suite baselines (8 jobs), each operator waited ~100 s for the GPU, ~70 s of it to
+        check or make inputs, and held it exclusively 7 s; the holds were hundreds of
+        `make_inputs` calls and first calls over up to 256 input sets, host work at heart. Without
+        a waiting timing, a breath costs a drain and three uncontended `flock`s."""
+        st = self._hold
+        if st is None or st["fd"] is None or time.monotonic() - st["since"] < SLICE_S:
+            return
+        fd, st["fd"] = st["fd"], None
+        self._leave(fd)
+        st["fd"], st["since"] = self._enter(fcntl.LOCK_SH), time.monotonic()
 
     @contextmanager
     def exclusive(self):
@@ -227,6 +255,9 @@ class NoLock:
         yield
 
     exclusive = shared
+
+    def breathe(self) -> None:
+        pass
 
 
 def for_worker(cfg: dict, device: str, emit) -> GpuLock | NoLock:

@@ -155,6 +155,8 @@ class ShapeTimer:
                 with torch.no_grad(), hold:
                     for s in self.sets:
                         impl(s)
+                        if gpu is not None:
+                            gpu.breathe()
                         if beat is not None and time.monotonic() - last > BEAT_S:
                             beat()
                             last = time.monotonic()
@@ -309,7 +311,8 @@ def refreshed_keys(inputs: dict, mutates=()) -> list[str]:
     return floats or tensors
 
 
-def make_input_sets(rt, shape: dict, seed: int, l2_bytes: int, n: int | None = None) -> list[dict]:
+def make_input_sets(rt, shape: dict, seed: int, l2_bytes: int, n: int | None = None, between=None) -> list[dict]:
+    """Rotating input sets for timing; `between` (the GPU lock's breathe) is called after each."""
     torch.manual_seed(seed)
     first = rt.make_inputs(shape)
     per = max(1, _tensors_bytes(first))
@@ -329,6 +332,8 @@ def make_input_sets(rt, shape: dict, seed: int, l2_bytes: int, n: int | None = N
                 if isinstance(s.get(k), torch.Tensor) and s[k].shape == first[k].shape:
                     s[k].copy_(first[k])
         sets.append(s)
+        if between is not None:
+            between()
     return sets
 
 
@@ -401,10 +406,11 @@ def time_shapes(worker, shapes) -> None:
         # calls) holds no lock, and only the timed rounds own the GPU (gpulock.py): parallel
         # evaluations overlap all but the timing.
         with gpu.shared():
-            sets = make_input_sets(worker.rt, shape.to_spec, int(worker.cfg.get("seed", 0)) + 50_000 + 100 * si, l2)
+            sets = make_input_sets(worker.rt, shape.to_spec, int(worker.cfg.get("seed", 0)) + 50_000 + 100 * si, l2,
+                                   between=gpu.breathe)
             def refresh(r, sets=sets, shape=shape, si=si):
                 fresh = make_input_sets(worker.rt, shape.to_spec, int(worker.cfg.get("seed", 0)) + 90_000 + 1000 * r + 100 * si,
-                                        l2, n=len(sets))
+                                        l2, n=len(sets), between=gpu.breathe)
                 with torch.no_grad():
                     for old, new in zip(sets, fresh):
                         for k in refreshed_keys(old, worker.meta.get("mutates", [])):
