@@ -4,7 +4,7 @@ import importlib.util
 
 import pytest
 
-from aka.kb.best import best_table, summarize
+from aka.kb.best import best_table, markdown, summarize, unverified
 from aka.problem import REPO_ROOT
 
 
@@ -52,6 +52,10 @@ def test_best_table_picks_the_op_s_best_current_kernel(tmp_path):
     k = root / "kernels/softmax/online.py"
     k.write_text(k.read_text() + "\n# edited\n")  # stale results are not used
     assert {r["op"] for r in best_table(root, "cuda")} == {"rms_norm"}
+    missing, ops = unverified(root, "cuda")
+    assert [p.name for p in missing] == ["online.py"] and ops == ["softmax"]
+    text = markdown(best_table(root, "cuda"), "", (len(missing), 3, ops))
+    assert "1 of 3 kernels have no current, passing result" in text and "1 ops have none: softmax." in text
 
 
 def test_sweep_tables(tmp_path):

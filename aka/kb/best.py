@@ -65,11 +65,27 @@ def best_table(root: Path, device: str = "cuda") -> list[dict]:
     return rows
 
 
+def unverified(root: Path, device: str = "cuda") -> tuple[list[Path], list[str]]:
+    """The kernels without a current, passing `device` result, and the ops none of whose kernels
+    has one: what a table of the verified ones does not speak for."""
+    from aka.kb.verify import is_current, kernel_op, kernel_paths, read_results
+    missing, ops, covered = [], set(), set()
+    for p in kernel_paths(root):
+        e = read_results(p).get("devices", {}).get(device) or {}
+        ops.add(kernel_op(p))
+        if e.get("status") == "pass" and e.get("shapes") and is_current(p, device):
+            covered.add(kernel_op(p))
+        else:
+            missing.append(p)
+    return missing, sorted(ops - covered)
+
+
 def _f(v, spec=".2f"):
     return "-" if v is None else format(v, spec)
 
 
-def markdown(rows: list[dict], provenance: str = "") -> str:
+def markdown(rows: list[dict], provenance: str = "", missing: tuple[int, int, list[str]] | None = None) -> str:
+    """`missing`: (kernels without a current passing result, kernels in all, ops with none)."""
     met = sum(r["meets"] for r in rows)
     lines = ["# Best knowledge-base kernel per op", "", provenance, "",
              f"Produced by `aka kb best` from the results `aka kb verify --device cuda` recorded. Large shapes: "
@@ -84,4 +100,8 @@ def markdown(rows: list[dict], provenance: str = "") -> str:
                      f"| {_f(r['compile'], '.3f')} | {_f(r['eager'], '.3f')} | {_f(r['vs_compile'])} "
                      f"| {r['large_shapes']} | {_f(r['large_median'])}, {_f(r['large_min'])} "
                      f"| {'yes' if r['meets'] else 'no'} |")
+    if missing and missing[0]:
+        n, total, ops = missing
+        lines += ["", f"Not in this table: {n} of {total} kernels have no current, passing result on this device"
+                  + (f"; {len(ops)} ops have none: {', '.join(ops)}." if ops else ".")]
     return "\n".join(lines) + "\n"

@@ -228,7 +228,8 @@ def cmd_verify(args) -> int:
 
 
 def cmd_best(args) -> int:
-    from aka.kb.best import best_table, markdown
+    from aka.kb.best import best_table, markdown, unverified
+    from aka.kb.verify import kernel_paths
     console = _console()
     rows = best_table(_root(args), args.device)
     if not rows:
@@ -237,7 +238,8 @@ def cmd_best(args) -> int:
     gpus = sorted({str(r["gpu"]) for r in rows})
     dates = sorted(str(r["date"]) for r in rows if r.get("date"))
     prov = f"GPU {', '.join(gpus)}; results recorded {dates[0]} to {dates[-1]}" if dates else f"GPU {', '.join(gpus)}"
-    text = markdown(rows, prov)
+    missing, ops = unverified(_root(args), args.device)
+    text = markdown(rows, prov, (len(missing), len(kernel_paths(_root(args))), ops))
     if args.out:
         Path(args.out).write_text(text)
         console.print(f"wrote {args.out}")
