@@ -81,9 +81,11 @@ def test_a_waiting_timing_enters_at_the_next_breath_of_a_long_shared_hold(tmp_pa
     within a slice or so; the timing still never overlaps a piece of the checks' work."""
     events, stop = [], threading.Event()
 
+    holder = _lock(tmp_path)
+
     def checks():
-        lk = _lock(tmp_path)
-        with lk.shared():
+        lk = holder
+        with lk.shared("checks"):
             end = time.monotonic() + 2.0
             while time.monotonic() < end:
                 events.append(("work", time.monotonic()))
@@ -105,8 +107,28 @@ def test_a_waiting_timing_enters_at_the_next_breath_of_a_long_shared_hold(tmp_pa
     inside = [e for e in events if got <= e[1] <= left]
     assert inside == [], "no piece of the checks ran while the timing owned the GPU"
     t.join(5)
+    assert 0.04 < holder.longest["checks"] < 0.3, "each stretch lasts about a slice, and is recorded"
     lk = _lock(tmp_path)
     lk.breathe()  # outside any hold: nothing to let go
+
+
+def test_lock_summary_names_the_longest_stretch_and_its_label(tmp_path):
+    from aka.evaluate.gpulock import NoLock, lock_summary, lock_times
+    lk = _lock(tmp_path)
+    with lk.shared("fallback"):
+        time.sleep(0.2)
+    with lk.shared("inputs"):
+        pass
+    with lk.exclusive():
+        time.sleep(0.05)
+    w = lock_times(lk)
+    assert set(w) >= {"gpu_held_s", "longest_shared_fallback_s", "longest_shared_inputs_s"}
+    text = lock_summary(w)
+    assert "GPU held 0." in text and text.endswith("s (fallback)") and "longest shared stretch 0.2" in text
+    assert lock_times(NoLock()) == {} and lock_summary({}) == ""
+    from aka.evaluate.result import wall_summary
+    assert wall_summary({"timing_s": 80.2, "correctness_s": 40, "gpu_held_s": 1.0, "worker_total_s": 130}) == \
+        "correctness 40 s, timing 80 s; GPU held 1.0 s"
 
 
 def test_lock_of_a_killed_holder_is_released(tmp_path):

@@ -280,7 +280,7 @@ def test_first_calls_run_gpu_work_under_the_shared_lock(monkeypatch):
 
     class Lock:
         @contextmanager
-        def shared(self):
+        def shared(self, label=""):
             held.append("shared")
             yield
             held.pop()

@@ -200,9 +200,9 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
         save_wall()
         # A line per op, with where its time went: on a GPU shared by several jobs, the wait
         # for the GPU lock (gpulock.py) is what tells a slow op from a stalled pipeline.
-        from aka.evaluate.gpulock import lock_summary
+        from aka.evaluate.result import wall_summary
         parts = [f"{name} {r.status} {r.wall_s.get('worker_total_s', 0):.0f} s"
-                 + (f" ({lock_summary(r.wall_s)})" if lock_summary(r.wall_s) else "")
+                 + (f" ({wall_summary(r.wall_s)})" if wall_summary(r.wall_s) else "")
                  for name, r in st["waits"]]
         n = len(problem.select(shapes_of(problem)))
         took = f"{n} shapes in {time.time() - st['t0']:.0f} s" if st["t0"] else f"{n} shapes"

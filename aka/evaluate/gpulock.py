@@ -58,6 +58,9 @@ class GpuLock:
         self.held_s = 0.0  # seconds this process owned the GPU (exclusive holds)
         self.compiling_s = 0.0  # seconds a shared hold was let go for compiles
         self._hold = None  # the shared hold in progress: {"fd": its fd or None while compiling, "since": entry}
+        # per label of shared(), the longest stretch held without letting go: what a waiting
+        # timing had to sit out, and so what to shorten when evaluations wait on each other
+        self.longest = {}
 
     def _acquire(self, name: str, mode: int) -> int:
         fd = os.open(self.dir / f"{self.key}.{name}", os.O_RDWR | os.O_CREAT, 0o666)
@@ -101,8 +104,13 @@ class GpuLock:
                 pass
         self._release(fd)
 
+    def _stretch_ends(self, state) -> None:
+        t = time.monotonic() - state["since"]
+        if t > self.longest.get(state["label"], 0.0):
+            self.longest[state["label"]] = t
+
     @contextmanager
-    def shared(self):
+    def shared(self, label: str = "shared"):
         """A shared hold that lets go while this process compiles: torch.compile (dynamo's compile
         callbacks) and Triton's JIT (its `jit_cache_hook`, called before a compile, and
         `jit_post_compile_hook`, after) release it at a compile's start, after draining the GPU,
@@ -117,12 +125,13 @@ class GpuLock:
         still runs under the lock; a Triton launch after a compile that never reported its end
         (it raised, and the candidate caught it) takes the lock again first."""
         outer = self._hold
-        state = self._hold = {"fd": self._enter(fcntl.LOCK_SH), "since": time.monotonic()}
+        state = self._hold = {"fd": self._enter(fcntl.LOCK_SH), "since": time.monotonic(), "label": label}
 
         def start(*_args, **_kwargs):
             if state["fd"] is not None:
                 fd, state["fd"] = state["fd"], None
                 self._leave(fd)
+                self._stretch_ends(state)
                 state["t"] = time.monotonic()
             return None  # Triton skips the compile when its cache hook returns something truthy
 
@@ -140,6 +149,7 @@ class GpuLock:
             self._hold = outer
             if state["fd"] is not None:
                 self._leave(state["fd"])
+                self._stretch_ends(state)
 
     def breathe(self) -> None:
         """Inside a shared hold, between two pieces of work: once the hold has lasted SLICE_S,
@@ -157,6 +167,7 @@ class GpuLock:
             return
         fd, st["fd"] = st["fd"], None
         self._leave(fd)
+        self._stretch_ends(st)
         st["fd"], st["since"] = self._enter(fcntl.LOCK_SH), time.monotonic()
 
     @contextmanager
@@ -228,9 +239,20 @@ LOCK_TIMES = {"gpu_wait_s": "waited_s", "gpu_wait_to_time_s": "waited_exclusive_
               "compiling_unlocked_s": "compiling_s"}
 
 
+LONGEST = "longest_shared_{}_s"  # wall_s keys: the longest shared stretch of each label
+
+
+def lock_times(lock) -> dict[str, float]:
+    """The lock's fields for an evaluation's wall_s (those that are non-zero)."""
+    out = {key: getattr(lock, attr) for key, attr in LOCK_TIMES.items() if getattr(lock, attr, 0.0)}
+    out.update({LONGEST.format(label): t for label, t in getattr(lock, "longest", {}).items()})
+    return out
+
+
 def lock_summary(wall_s: dict) -> str:
-    """'GPU wait 92 s (75 s to time), GPU held 8.3 s, compiling unlocked 12 s', the parts present:
-    on a GPU shared by several evaluations, what tells a slow one from a stalled pipeline."""
+    """'GPU wait 92 s (75 s to time), GPU held 8.3 s, compiling unlocked 12 s, longest shared
+    stretch 2.1 s (fallback)', the parts present: on a GPU shared by several evaluations, what
+    tells a slow one from a stalled pipeline, and which hold kept the others waiting."""
     w = wall_s or {}
     parts = []
     if w.get("gpu_wait_s"):
@@ -240,21 +262,29 @@ def lock_summary(wall_s: dict) -> str:
         parts.append(f"GPU held {w['gpu_held_s']:.1f} s")
     if w.get("compiling_unlocked_s"):
         parts.append(f"compiling unlocked {w['compiling_unlocked_s']:.0f} s")
+    head, tail = LONGEST.split("{}")
+    stretches = {k[len(head):-len(tail)]: v for k, v in w.items() if k.startswith(head) and k.endswith(tail)}
+    if stretches:
+        label = max(stretches, key=stretches.get)
+        parts.append(f"longest shared stretch {stretches[label]:.1f} s ({label})")
     return ", ".join(parts)
 
 
 class NoLock:
     waited_s = waited_exclusive_s = 0.0
     held_s = compiling_s = 0.0
+    longest: dict = {}
 
     def __init__(self, reason: str = ""):
         self.reason = reason  # why there is no lock where one was asked for ("" when none was)
 
     @contextmanager
-    def shared(self):
+    def shared(self, label: str = ""):
         yield
 
-    exclusive = shared
+    @contextmanager
+    def exclusive(self):
+        yield
 
     def breathe(self) -> None:
         pass

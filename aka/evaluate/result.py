@@ -108,5 +108,14 @@ def _clean(x):
 MACHINE_FAILURES = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED")
 
 
+def wall_summary(wall_s: dict) -> str:
+    """Where an evaluation's time went: 'correctness 40 s, outliers 9 s, fallback 21 s, timing 80 s;
+    GPU wait ...' (the stages that ran, then gpulock.lock_summary)."""
+    from aka.evaluate.gpulock import lock_summary
+    w = wall_s or {}
+    stages = ", ".join(f"{st} {w[st + '_s']:.0f} s" for st in STAGES if w.get(st + "_s"))
+    return "; ".join(p for p in (stages, lock_summary(w)) if p)
+
+
 def machine_failure(status: str | None, reason: str | None) -> bool:
     return status != "pass" and any(k in (reason or "") for k in MACHINE_FAILURES)

@@ -151,7 +151,7 @@ class ShapeTimer:
                 pulse = threading.Thread(target=pulse_loop, daemon=True)
                 pulse.start()
             try:
-                hold = contextlib.nullcontext() if gpu is None else gpu.shared()
+                hold = contextlib.nullcontext() if gpu is None else gpu.shared("first_calls")
                 with torch.no_grad(), hold:
                     for s in self.sets:
                         impl(s)
@@ -277,7 +277,7 @@ class ShapeTimer:
             if r and self.refresh is not None:
                 # New values, same addresses (graphs keep working): an output cache keyed on the
                 # input's address goes stale, and the timed-output check then catches it.
-                with gpu.shared():
+                with gpu.shared("refresh"):
                     self.refresh(r)
             with gpu.exclusive():
                 self._round(r, live)
@@ -382,7 +382,7 @@ def time_shapes(worker, shapes) -> None:
         worker.progress("timing", shape.id)
         sr = worker.shape_results[shape.id]
         baselines_only = worker.spec.get("mode") == "baselines"
-        with gpu.shared():  # building modules moves weights to the GPU: not during another's timing
+        with gpu.shared("build"):  # building modules moves weights to the GPU: not during another's timing
             if baselines_only:
                 ref, cand = worker.rt.make_reference(shape.to_spec), None
             else:
@@ -405,7 +405,7 @@ def time_shapes(worker, shapes) -> None:
         # Inputs and warm-up share the GPU with other evaluations' checks, compilation (first
         # calls) holds no lock, and only the timed rounds own the GPU (gpulock.py): parallel
         # evaluations overlap all but the timing.
-        with gpu.shared():
+        with gpu.shared("inputs"):
             sets = make_input_sets(worker.rt, shape.to_spec, int(worker.cfg.get("seed", 0)) + 50_000 + 100 * si, l2,
                                    between=gpu.breathe)
             def refresh(r, sets=sets, shape=shape, si=si):
@@ -417,11 +417,11 @@ def time_shapes(worker, shapes) -> None:
                             old[k].copy_(new[k])
             timer = ShapeTimer(impls, sets, l2, refresh)
         timer.first_calls(beat=lambda sid=shape.id: worker.progress("timing", sid), gpu=gpu)
-        with gpu.shared():
+        with gpu.shared("warm"):
             timer.warm()
         timer.run(gpu)
         if not baselines_only:
-            with gpu.shared():
+            with gpu.shared("timed_output"):
                 _check_timed_output(worker, impls[0], ref, sets)
         res = {}
         for impl in impls:

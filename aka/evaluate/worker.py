@@ -301,7 +301,7 @@ class Worker:
             sr = self.shape_results[shape.id]
             t0 = time.perf_counter()
             try:
-                with self.gpu.shared():
+                with self.gpu.shared(stage):
                     self._check_shape(shape, si, stage, draws, base, outliers, sr)
             except StageFailure as f:
                 sr.correct, sr.failed_stage, sr.reason = False, f.stage, f.reason
@@ -372,6 +372,13 @@ class Worker:
 
     def stage_fallback(self, shapes) -> None:
         self.progress("fallback")
+        t0 = time.perf_counter()
+        try:
+            self._fallback(shapes)
+        finally:
+            self.timer["fallback_s"] = time.perf_counter() - t0
+
+    def _fallback(self, shapes) -> None:
         problems = []
         for shape in shapes:
             ev = self.evidence.get(shape.id, {})
@@ -381,8 +388,7 @@ class Worker:
             if ev.get("own_calls", 0) < ev.get("calls", 0):
                 ops.append("no Triton kernel of the candidate's own launched in some calls")
             if self.device.startswith("cuda"):
-                with self.gpu.shared():
-                    ops += self.profile_shape(shape)
+                ops += self.profile_shape(shape)  # holds the GPU lock itself, for its GPU work only
                 self.release_memory()
             if ops:
                 sr.fallback_ops, sr.failed_stage = ops, "fallback"
@@ -396,16 +402,20 @@ class Worker:
     def profile_shape(self, shape) -> list[str]:
         """GPU: every kernel the forward launches, from torch.profiler; foreign ones are fallbacks."""
         from torch.profiler import ProfilerActivity, profile
-        ref, cand = self.build_candidate(shape.to_spec)
-        torch.manual_seed(int(self.cfg.get("seed", 0)) + 77)
-        inputs = self.rt.make_inputs(shape.to_spec)
-        with torch.no_grad():
-            call(cand, inputs)  # warm (autotune, compile) outside the profile
-        sync(self.device)
-        stream = torch.cuda.current_stream().cuda_stream
-        with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
-            call(cand, inputs)
+        with self.gpu.shared("fallback"):
+            ref, cand = self.build_candidate(shape.to_spec)
+            torch.manual_seed(int(self.cfg.get("seed", 0)) + 77)
+            inputs = self.rt.make_inputs(shape.to_spec)
+            with torch.no_grad():
+                call(cand, inputs)  # warm (autotune, compile) outside the profile
             sync(self.device)
+        stream = torch.cuda.current_stream().cuda_stream
+        # The profiler's start and stop, and reading its events, are host work (a second or more
+        # with several evaluations on the CPU): outside the lock, which only the call needs.
+        with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
+            with self.gpu.shared("fallback"):
+                call(cand, inputs)
+                sync(self.device)
         bad, rows, own_seen, streams = [], {}, False, set()
         for evt in prof.events():
             if evt.device_type != torch.autograd.DeviceType.CUDA:
@@ -500,9 +510,8 @@ class Worker:
     def finish(self, shapes, t_start: float) -> EvalResult:
         """Costs and the wall-time breakdown (GPU lock wait and exclusive hold included)."""
         self.collect_costs(shapes)
-        from aka.evaluate.gpulock import LOCK_TIMES
-        self.timer.update({key: getattr(self.gpu, attr) for key, attr in LOCK_TIMES.items()
-                           if getattr(self.gpu, attr)})
+        from aka.evaluate.gpulock import lock_times
+        self.timer.update(lock_times(self.gpu))
         self.timer["worker_total_s"] = time.perf_counter() - t_start
         self.res.wall_s.update({k: round(v, 3) for k, v in self.timer.items()})
         return self.res

@@ -69,7 +69,8 @@ def record(res, kernel: Path, device: str, spec: str) -> dict:
     from aka.evaluate.timing import BASELINE_METHOD
     return {"status": res.status, "reason": res.reason, "source_hash": source_hash(kernel), "shapes_spec": spec,
             "timing_method": BASELINE_METHOD, "shapes": shapes, "git_sha": env.get("git_sha"), "date": dt.datetime.now(dt.timezone.utc).isoformat(
-                timespec="seconds"), "torch": env.get("torch"), "triton": env.get("triton"), "gpu": env.get("gpu")}
+                timespec="seconds"), "torch": env.get("torch"), "triton": env.get("triton"), "gpu": env.get("gpu"),
+            "wall_s": res.wall_s or {}}  # where the time went (stages, GPU lock): for a slow run's diagnosis
 
 
 def write_result(kernel: Path, root: Path, device: str, entry: dict) -> Path:
@@ -128,11 +129,11 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
                 write_result(p, root, device, record(res, p, device, spec))
                 sol = [s.sol_fraction for s in res.shapes if s.sol_fraction is not None]
                 w = res.wall_s or {}
-                from aka.evaluate.gpulock import lock_summary
+                from aka.evaluate.result import wall_summary
                 bar.console.print(f"{name}: {res.status}" + (f", sol_fraction min {min(sol):.2f} max {max(sol):.2f}"
                                                              if sol else "")
                                   + f" ({w.get('worker_total_s', 0):.0f} s"
-                                  + (f", {lock_summary(w)}" if lock_summary(w) else "") + ")",
+                                  + (f": {wall_summary(w)}" if wall_summary(w) else "") + ")",
                                   markup=False, highlight=False)
                 return p, res.status
             finally:
