@@ -192,6 +192,8 @@ class Worker:
         self.res = EvalResult(status="pass", problem=spec["problem"]["name"],
                               candidate=spec.get("candidate_name", "candidate.py"), device=self.device)
         self.timer = {}
+        from aka.evaluate.gpulock import NoLock
+        self.gpu = NoLock()  # run() takes the GPU lock (gpulock.for_worker) on a GPU
         self.shape_results: dict[str, ShapeResult] = {}
         self.evidence: dict[str, dict] = {}
 
@@ -274,6 +276,7 @@ class Worker:
             inject_outliers(inputs, exempt, self.cfg.get("outlier_frac", 1e-3),
                             self.cfg.get("outlier_scale", 50.0), gen)
         pristine = to_host(inputs)
+        self.gpu.breathe()  # input making and host copies are host work: a waiting timing goes first
         out_c = self.run_candidate(cand, inputs, shape.id)
         self.check_guards("correctness")
         mutated = set(self.meta.get("mutates", []))
@@ -282,6 +285,7 @@ class Worker:
                 return None, None, f"candidate modified its input {name!r}", inputs, pristine
         out_c_own = clone_out(out_c)
         del out_c
+        self.gpu.breathe()
         ref_inputs = to_device(pristine, self.device)
         with torch.no_grad():
             out_r = call(ref, ref_inputs)
