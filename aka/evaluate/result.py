@@ -113,7 +113,7 @@ def wall_summary(wall_s: dict) -> str:
     GPU wait ...' (the stages that ran, then gpulock.lock_summary)."""
     from aka.evaluate.gpulock import lock_summary
     w = wall_s or {}
-    stages = ", ".join(f"{st} {w[st + '_s']:.0f} s" for st in STAGES if w.get(st + "_s"))
+    stages = ", ".join(f"{st} {w[st + '_s']:.0f} s" for st in STAGES if (w.get(st + "_s") or 0) >= 0.5)
     return "; ".join(p for p in (stages, lock_summary(w)) if p)
 
 
