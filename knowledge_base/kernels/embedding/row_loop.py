@@ -17,6 +17,11 @@ tokens at TB 2 are 8192 programs, several waves on 132 SMs). Decode grids are na
 1 program), which the tile2d variant avoids; at prefill the longer per-program copy (a 14 KB row
 for H 7168) amortises the dependent id load. Bit-exact: rows move in the table dtype. int64 row
 offsets (id * H passes 2**31 for 128256 x 16384 tables).
+Decode (changed before any GPU measurement): TB halves until the grid has at least 4 programs per
+SM (at the default TB = 2, 16-256 tokens were 8-128 programs and a lone token sat in a half-
+masked tile), the rule rms_norm/rowwise and l2_norm/gated_rms_norm now follow after several rows
+per program lost their decode shapes to torch.compile on the H200. From 1055 tokens on the
+default TB = 2 is kept. Prediction (unmeasured): nearer compile at 16-1024 tokens.
 """
 import torch
 import torch.nn as nn
@@ -51,6 +56,10 @@ class ModelNew(nn.Module):
         T = ids.numel()
         out = torch.empty((T, H), dtype=weight.dtype, device=weight.device)
         tb = AKA_PARAMS["TB"]
+        # Few tokens (decode): fewer tokens per program until every SM gets ~4 programs.
+        sms = torch.cuda.get_device_properties(weight.device).multi_processor_count if weight.is_cuda else 132
+        while tb > 1 and triton.cdiv(T, tb) < 4 * sms:
+            tb //= 2
         _embedding_rows[(triton.cdiv(T, tb),)](ids, w, out, T, H, w.stride(0), out.stride(0),
                                               TB=tb, BH=AKA_PARAMS["BH"],
                                               num_warps=AKA_PARAMS["num_warps"])

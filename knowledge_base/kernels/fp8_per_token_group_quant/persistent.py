@@ -19,6 +19,16 @@ wave, and each trip moves GROUPS_PER_TRIP x 128 bf16 (4-16 KB) plus 1 B per elem
 the volume a grid-stride loop needs in flight. Division by the scale (as the reference), clamp
 to +-448, saturating cast; scale floor min_scale. Offsets int64. On CPU (the Triton
 interpreter) the machine is taken as 2 SMs so the loop runs several trips on the small shapes.
+Few groups (decode): with fewer blocks than PROGS_PER_SM x SMs the grid was one program per block,
+so 1 x 7168 ran as 2 programs, 8 x 2048 as 4 and 64 x 7168 as 112 (at 32 groups per trip), most
+SMs idle: the case where row tiles lost to torch.compile on the H200 (session 6, l2_norm and
+gated_rms_norm). Now GROUPS_PER_TRIP halves while the halved block count still fits in one
+program per block (<= PROGS_PER_SM x SMs), so the grid grows to as many single-trip programs as
+the resident grid allows: 56, 128 and 448 programs there (1, 1 and 8 groups each), and
+num_warps shrinks with the tile (num_warps * groups / GROUPS_PER_TRIP). From 256 x 7168 (448
+blocks of 32) up nothing changes. The shrink is GPU-only: on CPU the small shapes (21-27 groups)
+would all become single-trip programs, and the interpreter would no longer check the loop's later
+trips. Prediction (unmeasured): the decode shapes get faster.
 """
 import torch
 import torch.nn as nn
@@ -69,9 +79,13 @@ class ModelNew(nn.Module):
         q = torch.empty((n_tok, h), dtype=torch.float8_e4m3fn, device=x.device)
         scale = torch.empty((n_tok, h // gs), dtype=torch.float32, device=x.device)
         gb = AKA_PARAMS["GROUPS_PER_TRIP"]
+        max_progs = AKA_PARAMS["PROGS_PER_SM"] * _num_sms(x.device)
+        while x.is_cuda and gb > 1 and triton.cdiv(n_groups, gb // 2) <= max_progs:
+            gb //= 2
+        warps = max(1, AKA_PARAMS["num_warps"] * gb // AKA_PARAMS["GROUPS_PER_TRIP"])
         n_blocks = triton.cdiv(n_groups, gb)
-        grid = (max(1, min(n_blocks, AKA_PARAMS["PROGS_PER_SM"] * _num_sms(x.device))),)
+        grid = (max(1, min(n_blocks, max_progs)),)
         _group_quant_persistent[grid](x2, q, scale, n_groups, n_blocks, float(self.min_scale),
                                       GB=gb, G=triton.next_power_of_2(gs), GS=gs,
-                                      num_warps=AKA_PARAMS["num_warps"])
+                                      num_warps=warps)
         return q.view(*x.shape[:-1], h), scale.view(*x.shape[:-1], h // gs)

@@ -19,6 +19,14 @@ BLOCK_H). The quantisation divides by the scale as the reference does (a recipro
 flips rounding midpoints by one fp8 ulp), clamps to +-448 before the cast (e4m3fn has no inf),
 and the scale floor min_scale (vLLM's 1/(448*512)) keeps all-zero rows finite. Scales are written
 as the [T, 1] fp32 column. num_warps = min(max_warps, tile elements / 512).
+Few rows (decode): ROWS halves until the grid has at least 4 programs per SM, the rule l2_norm and
+gated_rms_norm's row tiles took after torch.compile won their decode shapes on the H200 (and
+rms_norm/rowwise's reason for one row per program: at 4 rows per program its 32-64-program decode
+launches took 4.6-4.8 us against ~2.2 for compile, session 5). At TILE 8192 the 4096- and 3584-wide
+rows went 2 per program: 64 x 4096 launched 32 programs and 16 x 3584 8; now 64 and 16 (one row
+each, 8 warps instead of 16). Prefill grids are unchanged (8192 x 4096: 4096 programs of 2 rows).
+On CPU (the interpreter) the machine is taken as 132 SMs. Prediction (unmeasured): those decode
+shapes get faster; nothing else moves.
 """
 import torch
 import torch.nn as nn
@@ -57,6 +65,9 @@ class ModelNew(nn.Module):
         scale = torch.empty((n_rows, 1), dtype=torch.float32, device=x.device)
         block = triton.next_power_of_2(h)
         rows = max(1, AKA_PARAMS["TILE"] // block)
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 132
+        while rows > 1 and triton.cdiv(n_rows, rows) < 4 * sms:
+            rows //= 2
         warps = min(AKA_PARAMS["max_warps"], max(2, rows * block // 512))
         _fp8_per_token_tile[(triton.cdiv(n_rows, rows),)](x2, q, scale, n_rows, h, x2.stride(0), q.stride(0),
                                                           float(self.min_scale), ROWS=rows, BLOCK=block,

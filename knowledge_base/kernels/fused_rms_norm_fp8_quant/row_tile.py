@@ -19,6 +19,15 @@ to +-448 before the cast (e4m3fn has no infinity; the GPU cast also saturates). 
 1/(448 * 512) keeps all-zero rows finite. ROWS = TILE // BLOCK_H rows per program for narrow
 rows; one row for 8192-16384. num_warps = min(max_warps, tile elements / 512), so a 16384 row
 gets 16 warps (32 values per thread) at max_warps 16.
+Few rows (decode): ROWS halves until the grid has at least 4 programs per SM, the rule l2_norm and
+gated_rms_norm's row tiles took on the H200. The same kind of launch cost rms_norm/rowwise (session
+5): at 4 rows per program it ran 128 x 2048, 128 x 1536 and 256 x 512 as 32-64 programs in 4.6-4.8
+us against ~2.2 for torch.compile; at one row per program, 32 x 4096 took 1.98 us against compile's
+2.44 (timing v4, its results file). At TILE 8192 this kernel launched 32 x 4096 as 16 programs (2
+rows each), 64 x 2048 as 16 (4 rows each) and 128 x 4096 as 64; now 32, 64 and 128, one row each
+(num_warps follows the tile: 8 and 4 instead of 16). Prefill grids are unchanged (2048 x 4096: 1024
+programs of 2 rows). On CPU (the interpreter) the machine is taken as 132 SMs. Prediction
+(unmeasured): the 16-128-token shapes of 2048-4096 columns get faster; nothing else moves.
 """
 import torch
 import torch.nn as nn
@@ -61,6 +70,9 @@ class ModelNew(nn.Module):
         scale = torch.empty((n_rows, 1), dtype=torch.float32, device=x.device)
         block = triton.next_power_of_2(h)
         rows = max(1, AKA_PARAMS["TILE"] // block)
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 132
+        while rows > 1 and triton.cdiv(n_rows, rows) < 4 * sms:
+            rows //= 2
         warps = min(AKA_PARAMS["max_warps"], max(2, rows * block // 512))
         _rms_norm_fp8_tile[(triton.cdiv(n_rows, rows),)](
             x2, weight, q, scale, n_rows, h, x2.stride(0), q.stride(0), self.eps, 1.0 / (448.0 * 512.0),

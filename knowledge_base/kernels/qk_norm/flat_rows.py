@@ -19,6 +19,15 @@ covers both tensors: program ids below the number of q blocks take q (with q_wei
 take k (with k_weight); the branch is per program, uniform. The weight (D elements) is loaded
 once per program and broadcast across rows. Row offsets are int64 (T*Hq*D reaches 2**27 here and
 grows with context). D need not be a power of two (small shape uses 80): masked, divide by D.
+Few rows (decode): ROWS halves until the launch has at least 4 programs per SM, as l2_norm and
+gated_rms_norm's row tiles now do. l2_norm/row_tile is this tiling on the same 128-wide head rows,
+and at 32 rows per program it lost to torch.compile at decode on the H200 (timing v4, session 6):
+1.23 us against 1.00 at 1 token x 16 heads, 2.48 against 1.96 at 256 x 16 heads (128 programs).
+Before this, 32 rows per program gave 2 programs at 1 token (40 heads), 40 at 32 tokens and 320 at
+256 tokens; now 40, 640 and 640 (1, 2 and 16 rows). Prefill is unchanged (from 512 tokens: 640 or
+more programs of 32 rows). num_warps follows the shrunken tile. On CPU (the interpreter) the
+machine is taken as 132 SMs. Prediction (unmeasured): decode shapes move toward compile's time;
+large shapes unchanged.
 """
 import torch
 import torch.nn as nn
@@ -67,6 +76,10 @@ class ModelNew(nn.Module):
         ko = torch.empty(k2.shape, dtype=k.dtype, device=k.device)
         block = triton.next_power_of_2(d)
         rows = max(1, AKA_PARAMS["TILE"] // block)
+        n_q, n_k = q2.shape[0], k2.shape[0]
+        sms = torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda else 132
+        while rows > 1 and triton.cdiv(n_q, rows) + triton.cdiv(n_k, rows) < 4 * sms:
+            rows //= 2
         warps = min(AKA_PARAMS["max_warps"], max(1, rows * block // 512))
         nqb = triton.cdiv(q2.shape[0], rows)
         nkb = triton.cdiv(k2.shape[0], rows)

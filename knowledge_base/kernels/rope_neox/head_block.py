@@ -8,7 +8,7 @@ techniques: [rope, half-split-rotation, position-gather, multi-head-per-program,
 params:
   HB: [4, 8, 16, 32]
   num_warps: [1, 2, 4, 8]
-summary: Grid (token, head block) with q head blocks then k head blocks on axis 1 (one launch); cos/sin of positions[t] gathered once per program as [D/2] vectors and broadcast over HB heads; two [HB, D/2] half tiles rotated in fp32.
+summary: 1-D token-major grid over (token, head block), q head blocks then k head blocks (one launch); cos/sin of positions[t] gathered once per program as [D/2] vectors and broadcast over HB heads; two [HB, D/2] half tiles rotated in fp32.
 ---
 Design. Program (t, j) rotates HB heads of token t: j < ceil(Hq / HB) selects q, the rest k, so q
 and k share one launch and one set of cos/sin loads per program. The fp32 cos/sin row is
@@ -17,8 +17,18 @@ D/2 columns of the [max_pos, D] cache, and broadcast over the heads of the tile.
 loaded as its two halves, x1 = x[:D/2] and x2 = x[D/2:], as [HB, D/2] tiles (contiguous runs of
 D/2 bf16, 128 bytes at D = 128), and out = [x1 c - x2 s, x2 c + x1 s] is computed in fp32 and
 rounded once. D/2 is a constexpr (head size is fixed per model) padded to a power of two with
-a mask (small shapes use D = 96, 80, 48). Head counts not divisible by HB are masked. T on grid
-axis 0 (limit 2**31 - 1), head blocks on axis 1 (a handful, limit 65535). Token offsets int64.
+a mask (small shapes use D = 96, 80, 48). Head counts not divisible by HB are masked. Token
+offsets int64.
+Grid (changed before any GPU measurement). A 1-D grid walked token-major: program p rotates head
+block p % nb of token p // nb (nb = ceil(Hq / HB) + ceil(Hkv / HB)), so programs in flight
+together read and write consecutive stretches of q and k (and share the token's cos/sin row).
+It was (T, nb) with tokens on axis 0, which the GPU walks fastest: programs in flight took the
+same head block of consecutive tokens, a whole q row apart (8 KB at 32 heads) - the layout that
+lost 4-5% to torch.compile's flat stream in silu_and_mul's grid2d on the H200. Few tokens
+(decode): HB halves until the grid has at least 4 programs per SM, with num_warps scaled down
+in proportion (elements per thread unchanged), as l2_norm/gated_rms_norm's row tiles now do
+after compile won their decode shapes; at 1-64 Llama-8B tokens HB = 8 gave 5-320 programs.
+Prediction (unmeasured): a few % at prefill, and nearer torch.compile at 1-256 tokens.
 """
 import torch
 import torch.nn as nn
@@ -47,10 +57,11 @@ def _rotate_heads(src_ptr, dst_ptr, tok, h0, n_heads, s_tok, s_head, d_tok, d_he
 
 @triton.jit
 def _rope_neox_head_block(pos_ptr, q_ptr, k_ptr, cache_ptr, qo_ptr, ko_ptr, n_q_heads, n_k_heads, n_q_blocks,
-                          sq_t, sq_h, sk_t, sk_h, sqo_t, sqo_h, sko_t, sko_h, stride_cache,
+                          n_blocks, sq_t, sq_h, sk_t, sk_h, sqo_t, sqo_h, sko_t, sko_h, stride_cache,
                           HALF: tl.constexpr, HB: tl.constexpr, HALF_P2: tl.constexpr):
-    tok = tl.program_id(0)
-    j = tl.program_id(1)
+    pid = tl.program_id(0)
+    tok = pid // n_blocks
+    j = pid % n_blocks
     pos = tl.load(pos_ptr + tok).to(tl.int64)
     i = tl.arange(0, HALF_P2)
     cmask = i < HALF
@@ -73,11 +84,17 @@ class ModelNew(nn.Module):
         qo = torch.empty((n_tok, hq, d), dtype=query.dtype, device=query.device)
         ko = torch.empty((n_tok, hk, d), dtype=key.dtype, device=key.device)
         hb = AKA_PARAMS["HB"]
+        # Few tokens (decode): smaller head blocks until every SM gets ~4 programs.
+        sms = torch.cuda.get_device_properties(query.device).multi_processor_count if query.is_cuda else 132
+        while hb > 1 and n_tok * (triton.cdiv(hq, hb) + triton.cdiv(hk, hb)) < 4 * sms:
+            hb //= 2
+        warps = max(1, AKA_PARAMS["num_warps"] * hb // AKA_PARAMS["HB"])
         nqb, nkb = triton.cdiv(hq, hb), triton.cdiv(hk, hb)
         half = d // 2
-        _rope_neox_head_block[(n_tok, nqb + nkb)](
-            positions, query, key, cos_sin_cache, qo, ko, hq, hk, nqb,
-            query.stride(0), query.stride(1), key.stride(0), key.stride(1), qo.stride(0), qo.stride(1),
-            ko.stride(0), ko.stride(1), cos_sin_cache.stride(0),
-            HALF=half, HB=hb, HALF_P2=triton.next_power_of_2(half), num_warps=AKA_PARAMS["num_warps"])
+        if n_tok:
+            _rope_neox_head_block[(n_tok * (nqb + nkb),)](
+                positions, query, key, cos_sin_cache, qo, ko, hq, hk, nqb, nqb + nkb,
+                query.stride(0), query.stride(1), key.stride(0), key.stride(1), qo.stride(0), qo.stride(1),
+                ko.stride(0), ko.stride(1), cos_sin_cache.stride(0),
+                HALF=half, HB=hb, HALF_P2=triton.next_power_of_2(half), num_warps=warps)
         return qo, ko

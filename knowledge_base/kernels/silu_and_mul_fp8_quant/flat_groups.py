@@ -20,6 +20,11 @@ two groups per row, 131072 rows; I = 384, 512, 768) fill every lane of every til
 scale = max(amax / 448, min_scale); q = clamp(y / scale) cast to e4m3fn. Grid on axis 0 only
 (at most 2^23 groups / GROUPS_PER_PROG here). Offsets int64.
 num_warps = min(max_warps, tile elements / 512).
+Decode (changed before any GPU measurement): GROUPS_PER_PROG halves until the grid has at least 4
+programs per SM (few groups: 1 token x 18 groups was 2 programs, 128 x 6 was 48), the rule
+l2_norm/gated_rms_norm's row tiles now follow after compile won their decode shapes on the H200
+with 16-32 rows per program. Prediction (unmeasured): nearer torch.compile at the decode shapes;
+large shapes (>= 4 * SMs programs at the default already) unchanged.
 """
 import torch
 import torch.nn as nn
@@ -65,8 +70,12 @@ class ModelNew(nn.Module):
         scale = torch.empty((n_rows, ng), dtype=torch.float32, device=x.device)
         gb = AKA_PARAMS["GROUPS_PER_PROG"]
         g_block = triton.next_power_of_2(gs)
-        warps = min(AKA_PARAMS["max_warps"], max(1, gb * g_block // 512))
         n_groups = n_rows * ng
+        # Few groups (decode): fewer groups per program until every SM gets ~4 programs.
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 132
+        while gb > 1 and triton.cdiv(n_groups, gb) < 4 * sms:
+            gb //= 2
+        warps = min(AKA_PARAMS["max_warps"], max(1, gb * g_block // 512))
         _silu_mul_flat_group_quant[(triton.cdiv(n_groups, gb),)](
             x2, q, scale, d, n_groups, ng, x2.stride(0), float(self.min_scale),
             GB=gb, G=g_block, GS=gs, num_warps=warps)
