@@ -60,7 +60,7 @@ class ModelNew(nn.Module):
         tb, bh = AKA_PARAMS["TB"], AKA_PARAMS["BH"]
         nb = triton.cdiv(H, bh)
         # Few tokens (decode): fewer tokens per program until every SM gets ~4 programs.
-        sms = torch.cuda.get_device_properties(weight.device).multi_processor_count if weight.is_cuda else 132
+        sms = torch.cuda.get_device_properties(weight.device).multi_processor_count if weight.is_cuda else 1
         while tb > 1 and triton.cdiv(T, tb) * nb < 4 * sms:
             tb //= 2
         if T * nb:

@@ -27,7 +27,7 @@ l2_norm and gated_rms_norm's row tiles took after torch.compile won their decode
 4096 rows in 128 programs). At 16 groups per program, 1 x 7168 launched 4 programs, 8 x 2048 8,
 32 x 4096 64, 16 x 12288 96 and 64 x 7168 224; now 56, 128, 1024, 768 and 896 (1, 1, 1, 2 and 4
 groups each). From 256 x 7168 (896 programs) up the grid is unchanged. On CPU (the interpreter) the
-machine is taken as 132 SMs. Prediction (unmeasured): the decode shapes get faster; prefill
+machine is taken as one SM. Prediction (unmeasured): the decode shapes get faster; prefill
 unchanged.
 """
 import torch
@@ -69,7 +69,7 @@ class ModelNew(nn.Module):
         q = torch.empty((n_tok, h), dtype=torch.float8_e4m3fn, device=x.device)
         scale = torch.empty((n_tok, h // gs), dtype=torch.float32, device=x.device)
         gb = AKA_PARAMS["GROUPS_PER_PROG"]
-        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 132
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 1
         while gb > 1 and triton.cdiv(n_groups, gb) < 4 * sms:
             gb //= 2
         g_block = triton.next_power_of_2(gs)

@@ -25,7 +25,7 @@ rms_norm/rowwise's reason for one row per program: at 4 rows per program its 32-
 launches took 4.6-4.8 us against ~2.2 for compile, session 5). At TILE 8192 the 4096- and 3584-wide
 rows went 2 per program: 64 x 4096 launched 32 programs and 16 x 3584 8; now 64 and 16 (one row
 each, 8 warps instead of 16). Prefill grids are unchanged (8192 x 4096: 4096 programs of 2 rows).
-On CPU (the interpreter) the machine is taken as 132 SMs. Prediction (unmeasured): those decode
+On CPU (the interpreter) the machine is taken as one SM. Prediction (unmeasured): those decode
 shapes get faster; nothing else moves.
 """
 import torch
@@ -65,7 +65,7 @@ class ModelNew(nn.Module):
         scale = torch.empty((n_rows, 1), dtype=torch.float32, device=x.device)
         block = triton.next_power_of_2(h)
         rows = max(1, AKA_PARAMS["TILE"] // block)
-        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 132
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 1
         while rows > 1 and triton.cdiv(n_rows, rows) < 4 * sms:
             rows //= 2
         warps = min(AKA_PARAMS["max_warps"], max(2, rows * block // 512))

@@ -26,7 +26,7 @@ us against ~2.2 for torch.compile; at one row per program, 32 x 4096 took 1.98 u
 2.44 (timing v4, its results file). At TILE 8192 this kernel launched 32 x 4096 as 16 programs (2
 rows each), 64 x 2048 as 16 (4 rows each) and 128 x 4096 as 64; now 32, 64 and 128, one row each
 (num_warps follows the tile: 8 and 4 instead of 16). Prefill grids are unchanged (2048 x 4096: 1024
-programs of 2 rows). On CPU (the interpreter) the machine is taken as 132 SMs. Prediction
+programs of 2 rows). On CPU (the interpreter) the machine is taken as one SM. Prediction
 (unmeasured): the 16-128-token shapes of 2048-4096 columns get faster; nothing else moves.
 """
 import torch
@@ -70,7 +70,7 @@ class ModelNew(nn.Module):
         scale = torch.empty((n_rows, 1), dtype=torch.float32, device=x.device)
         block = triton.next_power_of_2(h)
         rows = max(1, AKA_PARAMS["TILE"] // block)
-        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 132
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 1
         while rows > 1 and triton.cdiv(n_rows, rows) < 4 * sms:
             rows //= 2
         warps = min(AKA_PARAMS["max_warps"], max(2, rows * block // 512))

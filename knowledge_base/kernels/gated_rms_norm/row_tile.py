@@ -68,7 +68,7 @@ class ModelNew(nn.Module):
         block = triton.next_power_of_2(h)
         rows = max(1, AKA_PARAMS["TILE"] // block)
         # Few rows: fewer rows per program, at least ~4 programs per SM where the rows allow it.
-        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 132
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 1
         while rows > 1 and triton.cdiv(n_rows, rows) < 4 * sms:
             rows //= 2
         warps = min(AKA_PARAMS["max_warps"], max(2, rows * block // 512))

@@ -53,7 +53,7 @@ class ModelNew(nn.Module):
         rows = max(1, AKA_PARAMS["TILE"] // block)
         # Few rows (decode): fewer rows per program, so at least ~4 programs per SM keep loads in
         # flight on every SM (one 32-row program per 32 rows left most SMs idle at 256 x 16 heads).
-        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 132
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 1
         while rows > 1 and triton.cdiv(n_rows, rows) < 4 * sms:
             rows //= 2
         warps = min(AKA_PARAMS["max_warps"], max(1, rows * block // 512))

@@ -28,7 +28,7 @@ at large shapes. Decode: TOKENS_PER_PROG, then BH (not below 256), halve until t
 least 4 programs per SM, the rule the row tiles took after torch.compile won their decode shapes on
 the H200 (session 6); num_warps shrinks with BH (num_warps * bh / BH). Before, 1 x 7168 ran as 7
 programs, 32 x 2048 as 16 and 64 x 7168 as 112; now 28, 256 and 896. Prefill tiles are unchanged
-(2048 x 7168: 3584 programs). On CPU (the interpreter) the machine is taken as 132 SMs. Prediction
+(2048 x 7168: 3584 programs). On CPU (the interpreter) the machine is taken as one SM. Prediction
 (unmeasured): decode faster; large shapes a few percent faster.
 """
 import torch
@@ -70,7 +70,7 @@ class ModelNew(nn.Module):
         out = torch.empty((T, H), dtype=expert_out.dtype, device=expert_out.device)
         tpp = AKA_PARAMS["TOKENS_PER_PROG"]
         bh = AKA_PARAMS["BH"]
-        sms = torch.cuda.get_device_properties(out.device).multi_processor_count if out.is_cuda else 132
+        sms = torch.cuda.get_device_properties(out.device).multi_processor_count if out.is_cuda else 1
         while tpp > 1 and triton.cdiv(T, tpp) * triton.cdiv(H, bh) < 4 * sms:
             tpp //= 2
         while bh > 256 and triton.cdiv(T, tpp) * triton.cdiv(H, bh) < 4 * sms:

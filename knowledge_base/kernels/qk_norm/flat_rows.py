@@ -26,7 +26,7 @@ and at 32 rows per program it lost to torch.compile at decode on the H200 (timin
 Before this, 32 rows per program gave 2 programs at 1 token (40 heads), 40 at 32 tokens and 320 at
 256 tokens; now 40, 640 and 640 (1, 2 and 16 rows). Prefill is unchanged (from 512 tokens: 640 or
 more programs of 32 rows). num_warps follows the shrunken tile. On CPU (the interpreter) the
-machine is taken as 132 SMs. Prediction (unmeasured): decode shapes move toward compile's time;
+machine is taken as one SM. Prediction (unmeasured): decode shapes move toward compile's time;
 large shapes unchanged.
 """
 import torch
@@ -77,7 +77,7 @@ class ModelNew(nn.Module):
         block = triton.next_power_of_2(d)
         rows = max(1, AKA_PARAMS["TILE"] // block)
         n_q, n_k = q2.shape[0], k2.shape[0]
-        sms = torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda else 132
+        sms = torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda else 1
         while rows > 1 and triton.cdiv(n_q, rows) + triton.cdiv(n_k, rows) < 4 * sms:
             rows //= 2
         warps = min(AKA_PARAMS["max_warps"], max(1, rows * block // 512))

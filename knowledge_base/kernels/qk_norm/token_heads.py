@@ -26,7 +26,7 @@ torch.compile's flat stream beat silu_and_mul's grid2d, which had that order, by
 shapes. Few tokens (decode): HB halves until the grid has at least 4 programs per SM (at HB 8, 1
 token was 5 programs and 32 tokens 160; compile won decode shapes of row tiles that left SMs idle,
 session 6), and num_warps shrinks with the tile (num_warps * hb / HB). On CPU (the interpreter) the
-machine is taken as 132 SMs. Prediction (unmeasured): decode closer to compile; large shapes a few
+machine is taken as one SM. Prediction (unmeasured): decode closer to compile; large shapes a few
 percent faster.
 """
 import torch
@@ -80,7 +80,7 @@ class ModelNew(nn.Module):
         qo = torch.empty(q3.shape, dtype=q.dtype, device=q.device)
         ko = torch.empty(k3.shape, dtype=k.dtype, device=k.device)
         hb = AKA_PARAMS["HB"]
-        sms = torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda else 132
+        sms = torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda else 1
         while hb > 1 and n_tok * (triton.cdiv(hq, hb) + triton.cdiv(hk, hb)) < 4 * sms:
             hb //= 2
         warps = max(1, AKA_PARAMS["num_warps"] * hb // AKA_PARAMS["HB"])

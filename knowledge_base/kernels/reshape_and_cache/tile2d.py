@@ -81,7 +81,7 @@ class ModelNew(nn.Module):
         tb, bc = AKA_PARAMS["TB"], min(AKA_PARAMS["BC"], triton.next_power_of_2(row))
         nb = triton.cdiv(row, bc)
         # Few tokens (decode): fewer tokens per program until every SM gets ~4 programs.
-        sms = torch.cuda.get_device_properties(key.device).multi_processor_count if key.is_cuda else 132
+        sms = torch.cuda.get_device_properties(key.device).multi_processor_count if key.is_cuda else 1
         while tb > 1 and triton.cdiv(T, tb) * nb < 4 * sms:
             tb //= 2
         warps = max(1, AKA_PARAMS["num_warps"] * tb * bc // (AKA_PARAMS["TB"] * AKA_PARAMS["BC"]))

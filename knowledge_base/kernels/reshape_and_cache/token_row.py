@@ -77,7 +77,7 @@ class ModelNew(nn.Module):
         row = Hkv * D
         tpp = AKA_PARAMS["TOKENS_PER_PROG"]
         # Few tokens (decode): fewer tokens per program until every SM gets ~4 programs.
-        sms = torch.cuda.get_device_properties(key.device).multi_processor_count if key.is_cuda else 132
+        sms = torch.cuda.get_device_properties(key.device).multi_processor_count if key.is_cuda else 1
         while tpp > 1 and triton.cdiv(T, tpp) < 4 * sms:
             tpp //= 2
         block = triton.next_power_of_2(row)

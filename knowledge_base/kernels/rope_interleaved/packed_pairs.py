@@ -92,7 +92,7 @@ class ModelNew(nn.Module):
         ko = torch.empty((n_tok, hk, d), dtype=key.dtype, device=key.device)
         hb, tok = AKA_PARAMS["HB"], AKA_PARAMS["TOK"]
         # Few tokens (decode): fewer tokens, then fewer heads, per program until every SM gets ~4.
-        sms = torch.cuda.get_device_properties(query.device).multi_processor_count if query.is_cuda else 132
+        sms = torch.cuda.get_device_properties(query.device).multi_processor_count if query.is_cuda else 1
 
         def n_programs(tok, hb):
             return triton.cdiv(n_tok, tok) * (triton.cdiv(hq, hb) + triton.cdiv(hk, hb))

@@ -85,7 +85,7 @@ class ModelNew(nn.Module):
         ko = torch.empty((n_tok, hk, d), dtype=key.dtype, device=key.device)
         hb = AKA_PARAMS["HB"]
         # Few tokens (decode): smaller head blocks until every SM gets ~4 programs.
-        sms = torch.cuda.get_device_properties(query.device).multi_processor_count if query.is_cuda else 132
+        sms = torch.cuda.get_device_properties(query.device).multi_processor_count if query.is_cuda else 1
         while hb > 1 and n_tok * (triton.cdiv(hq, hb) + triton.cdiv(hk, hb)) < 4 * sms:
             hb //= 2
         warps = max(1, AKA_PARAMS["num_warps"] * hb // AKA_PARAMS["HB"])

@@ -81,7 +81,7 @@ class ModelNew(nn.Module):
         hb = AKA_PARAMS["HB"]
         nqb, nkb = triton.cdiv(hq, hb), triton.cdiv(hk, hb)
         # Few tokens (decode): a token's head blocks spread over `split` programs (~4 per SM in all).
-        sms = torch.cuda.get_device_properties(query.device).multi_processor_count if query.is_cuda else 132
+        sms = torch.cuda.get_device_properties(query.device).multi_processor_count if query.is_cuda else 1
         split = max(1, min(nqb + nkb, triton.cdiv(4 * sms, max(n_tok, 1))))
         if n_tok:
             _rope_neox_token[(n_tok * split,)](

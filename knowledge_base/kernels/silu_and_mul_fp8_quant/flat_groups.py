@@ -72,7 +72,7 @@ class ModelNew(nn.Module):
         g_block = triton.next_power_of_2(gs)
         n_groups = n_rows * ng
         # Few groups (decode): fewer groups per program until every SM gets ~4 programs.
-        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 132
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 1
         while gb > 1 and triton.cdiv(n_groups, gb) < 4 * sms:
             gb //= 2
         warps = min(AKA_PARAMS["max_warps"], max(1, gb * g_block // 512))

@@ -87,7 +87,7 @@ class ModelNew(nn.Module):
         ok = [g for g in cands if 8 * (slots[g] - ng) <= slots[g]]
         gb = ok[0] if ok else min(cands, key=lambda g: (slots[g], -g))
         # Few rows (decode): fewer groups per program until every SM gets ~4 programs.
-        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 132
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 1
         while gb > 1 and n_rows * triton.cdiv(ng, gb) < 4 * sms:
             gb //= 2
         warps = min(AKA_PARAMS["max_warps"], max(1, gb * g_block // 512))
