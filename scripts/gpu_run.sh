@@ -136,7 +136,7 @@ fi
 if [[ $modes == *" kb "* ]]; then
   d=$W/kb; mkdir -p "$d"; prov "$d"; calib "$d"
   step "$d/kb_verify.log" python3 -m aka.cli kb verify --device cuda --jobs ${AKA_JOBS:-8} \
-    ${AKA_KB_FIRST:+--first $AKA_KB_FIRST} ${AKA_KB_FLAGS:-}
+    --first ${AKA_KB_FIRST:-$KB_FIRST} ${AKA_KB_FLAGS:-}
   tail -15 "$d/kb_verify.log"
   tar czf "$d/results_json.tgz" knowledge_base/kernels/*/*.results.json 2>/dev/null
 fi
