@@ -306,6 +306,56 @@ def test_first_calls_run_gpu_work_under_the_shared_lock(monkeypatch):
     assert breaths == [("shared",)] * 9, "a waiting timing may go between any two calls, inside the hold"
 
 
+def test_timed_rounds_take_one_exclusive_hold_when_their_new_values_are_made_ahead(monkeypatch):
+    """Several input sets: every round's new values are made under the shared lock first, then
+    preparation and all rounds run in one exclusive hold, each round's values written just
+    before it (an exclusive entry waits for every other evaluation's shared work, so one per
+    round cost more than the rounds). One set: a hold per round, the refresh between them shared."""
+    from contextlib import contextmanager
+
+    import torch
+
+    from aka.evaluate import timing
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    log, mode = [], []
+
+    class Lock:
+        @contextmanager
+        def _hold(self, kind):
+            log.append(f"enter {kind}")
+            mode.append(kind)
+            yield
+            mode.pop()
+            log.append(f"leave {kind}")
+
+        def shared(self, label=""):
+            return self._hold("shared")
+
+        def exclusive(self):
+            return self._hold("exclusive")
+
+    def stage(r):
+        log.append(f"make {r} ({mode[-1]})")
+        return lambda: log.append(f"write {r} ({mode[-1]})")
+
+    t = timing.ShapeTimer.__new__(timing.ShapeTimer)
+    t.impls, t.stage = [], stage
+    t.refresh = lambda r: stage(r)()
+    monkeypatch.setattr(t, "_round", lambda r, live: log.append(f"round {r} ({mode[-1]})"), raising=False)
+    t.sets = [{}, {}]
+    t.run(Lock())
+    rounds = range(1, timing.ROUNDS)
+    assert log == (["enter shared"] + [f"make {r} (shared)" for r in rounds] + ["leave shared", "enter exclusive",
+                   "round 0 (exclusive)"]
+                   + [x for r in rounds for x in (f"write {r} (exclusive)", f"round {r} (exclusive)")]
+                   + ["leave exclusive"])
+    log.clear()
+    t.sets = [{}]
+    t.run(Lock())
+    assert log.count("enter exclusive") == timing.ROUNDS + 1  # preparation, then a hold per round
+    assert all(f"make {r} (shared)" in log and f"write {r} (shared)" in log for r in rounds)
+
+
 def _exclusive_free(lock_file) -> bool:
     """Whether another holder could take the GPU lock's file exclusively right now."""
     import fcntl

@@ -113,9 +113,12 @@ def _syncs_with_host(impl, inputs) -> bool:
 
 
 class ShapeTimer:
-    def __init__(self, impls: list[Impl], input_sets: list[dict], l2_bytes: int, refresh=None):
+    def __init__(self, impls: list[Impl], input_sets: list[dict], l2_bytes: int, refresh=None, stage=None):
         self.impls, self.sets = impls, input_sets
         self.refresh = refresh  # callable(round) -> new values written in place into the sets
+        # callable(round) -> callable() that writes that round's new values in place: the values
+        # made ahead, under the shared lock, and written inside the one exclusive hold (run)
+        self.stage = stage
         # the shape's method: graphs where the inputs are small enough for several sets
         # (make_input_sets makes one set only from 3x the L2 up), events otherwise
         self.graphed = len(input_sets) > 1
@@ -258,11 +261,24 @@ class ShapeTimer:
         impl.samples += [s.elapsed_time(e) * 1000.0 / per for s, e in zip(starts, ends)]
 
     def run(self, gpu=None) -> None:
-        """The timed rounds. Each round owns the GPU (`gpu.exclusive()`); between rounds the lock
-        goes back, so the refresh of the inputs (host work: hundreds of `make_inputs` calls for
-        a small shape) holds only the shared lock and other evaluations' rounds interleave."""
+        """The timed rounds, with new input values before each but the first (an output cache
+        keyed on the input's address goes stale, and the timed-output check then catches it).
+
+        Several input sets (the graph-timed shapes): every round's new values are made first,
+        under the shared lock (host work: hundreds of `make_inputs` calls), and preparation and
+        all rounds then run in one exclusive hold, each round's values written in place (GPU
+        copies) before it. Each exclusive entry waits for every other evaluation's shared work
+        to reach a breath (gpulock.py), so with 8 jobs an entry cost far more than a round of a
+        short kernel (12 ms); 6 entries per shape made kb verify wait 100-240 s per kernel for
+        2 s of timing (session 6). One set (inputs over 3x the L2, rounds of ms): each round
+        owns the GPU alone and the refresh between rounds holds only the shared lock, since
+        staging copies of inputs that large would multiply the GPU memory of every job."""
         from aka.evaluate.gpulock import NoLock
         gpu = gpu if gpu is not None else NoLock()
+        staged = None
+        if self.stage is not None and len(self.sets) > 1:
+            with gpu.shared("refresh"):
+                staged = [self.stage(r) for r in range(1, ROUNDS)]
         live = []
         with gpu.exclusive():
             for impl in self.impls:
@@ -273,10 +289,16 @@ class ShapeTimer:
                     live.append(impl)
                 except Exception as e:  # noqa: BLE001 - a baseline that cannot run is reported, not fatal
                     impl.error = f"{type(e).__name__}: {str(e)[:200]}"
+            if staged is not None:
+                for r in range(ROUNDS):
+                    if r:
+                        staged[r - 1]()
+                        torch.cuda.synchronize()  # the copies finish before the round's samples start
+                    self._round(r, live)
+                return
         for r in range(ROUNDS):
             if r and self.refresh is not None:
-                # New values, same addresses (graphs keep working): an output cache keyed on the
-                # input's address goes stale, and the timed-output check then catches it.
+                # new values, same addresses (graphs keep working)
                 with gpu.shared("refresh"):
                     self.refresh(r)
             with gpu.exclusive():
@@ -408,14 +430,18 @@ def time_shapes(worker, shapes) -> None:
         with gpu.shared("inputs"):
             sets = make_input_sets(worker.rt, shape.to_spec, int(worker.cfg.get("seed", 0)) + 50_000 + 100 * si, l2,
                                    between=gpu.breathe)
-            def refresh(r, sets=sets, shape=shape, si=si):
+            def stage(r, sets=sets, shape=shape, si=si):
+                """Round r's new values, made now; the returned call writes them into the sets."""
                 fresh = make_input_sets(worker.rt, shape.to_spec, int(worker.cfg.get("seed", 0)) + 90_000 + 1000 * r + 100 * si,
                                         l2, n=len(sets), between=gpu.breathe)
-                with torch.no_grad():
-                    for old, new in zip(sets, fresh):
-                        for k in refreshed_keys(old, worker.meta.get("mutates", [])):
-                            old[k].copy_(new[k])
-            timer = ShapeTimer(impls, sets, l2, refresh)
+
+                def write():
+                    with torch.no_grad():
+                        for old, new in zip(sets, fresh):
+                            for k in refreshed_keys(old, worker.meta.get("mutates", [])):
+                                old[k].copy_(new[k])
+                return write
+            timer = ShapeTimer(impls, sets, l2, refresh=lambda r: stage(r)(), stage=stage)
         timer.first_calls(beat=lambda sid=shape.id: worker.progress("timing", sid), gpu=gpu)
         with gpu.shared("warm"):
             timer.warm()
