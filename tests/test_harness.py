@@ -340,7 +340,6 @@ def test_timed_rounds_take_one_exclusive_hold_when_their_new_values_are_made_ahe
 
     t = timing.ShapeTimer.__new__(timing.ShapeTimer)
     t.impls, t.stage = [], stage
-    t.refresh = lambda r: stage(r)()
     monkeypatch.setattr(t, "_round", lambda r, live: log.append(f"round {r} ({mode[-1]})"), raising=False)
     t.sets = [{}, {}]
     t.run(Lock())

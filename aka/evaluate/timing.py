@@ -113,11 +113,10 @@ def _syncs_with_host(impl, inputs) -> bool:
 
 
 class ShapeTimer:
-    def __init__(self, impls: list[Impl], input_sets: list[dict], l2_bytes: int, refresh=None, stage=None):
+    def __init__(self, impls: list[Impl], input_sets: list[dict], l2_bytes: int, stage=None):
         self.impls, self.sets = impls, input_sets
-        self.refresh = refresh  # callable(round) -> new values written in place into the sets
-        # callable(round) -> callable() that writes that round's new values in place: the values
-        # made ahead, under the shared lock, and written inside the one exclusive hold (run)
+        # callable(round) -> callable() that writes that round's new values into the sets in place;
+        # the values are made by the first call, under the shared lock (run)
         self.stage = stage
         # the shape's method: graphs where the inputs are small enough for several sets
         # (make_input_sets makes one set only from 3x the L2 up), events otherwise
@@ -297,10 +296,10 @@ class ShapeTimer:
                     self._round(r, live)
                 return
         for r in range(ROUNDS):
-            if r and self.refresh is not None:
+            if r and self.stage is not None:
                 # new values, same addresses (graphs keep working)
                 with gpu.shared("refresh"):
-                    self.refresh(r)
+                    self.stage(r)()
             with gpu.exclusive():
                 self._round(r, live)
 
@@ -441,7 +440,7 @@ def time_shapes(worker, shapes) -> None:
                             for k in refreshed_keys(old, worker.meta.get("mutates", [])):
                                 old[k].copy_(new[k])
                 return write
-            timer = ShapeTimer(impls, sets, l2, refresh=lambda r: stage(r)(), stage=stage)
+            timer = ShapeTimer(impls, sets, l2, stage=stage)
         timer.first_calls(beat=lambda sid=shape.id: worker.progress("timing", sid), gpu=gpu)
         with gpu.shared("warm"):
             timer.warm()
