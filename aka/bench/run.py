@@ -84,11 +84,11 @@ def _rows(res: EvalResult, impl: str, problem, suite: Suite, which: str | None =
     rows = []
     for s in res.shapes:
         if which == "reference":
-            t = s.eager_us
+            t, method = s.eager_us, (s.baseline_methods or {}).get("eager")
         elif which == "compile":
-            t = s.compile_us
+            t, method = s.compile_us, (s.baseline_methods or {}).get("compile")
         else:
-            t = s.time_us
+            t, method = s.time_us, s.timing_method
         ok = res.status == "pass" and (which is not None or bool(s.correct))
         why = ""
         if which is not None and ok and t is None and str(res.device).startswith("cuda"):
@@ -104,6 +104,7 @@ def _rows(res: EvalResult, impl: str, problem, suite: Suite, which: str | None =
                          phase=(shape.info.get("phase") if shape else None),
                          status=res.status if which is None else ("pass" if ok else ("untimed" if why else res.status)),
                          reason=why or (res.reason if not ok else ""), correct=ok, time_us=t,
+                         timing_method=method if t is not None else None,
                          eager_us=s.eager_us, compile_us=s.compile_us,
                          speedup_eager=(s.eager_us / t) if (s.eager_us and t) else None,
                          speedup_compile=(s.compile_us / t) if (s.compile_us and t) else None,

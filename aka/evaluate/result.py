@@ -40,6 +40,7 @@ class ShapeResult:
     timing_method: str | None = None    # "cuda_graph" or "cuda_events"
     eager_us: float | None = None       # PyTorch eager reference
     compile_us: float | None = None     # torch.compile(reference)
+    baseline_methods: dict | None = None  # {"eager": "cuda_graph", "compile": ...}: how each was timed
     speedup_eager: float | None = None
     speedup_compile: float | None = None
     # roofline

@@ -470,6 +470,7 @@ def time_shapes(worker, shapes) -> None:
             tmp = cache_path.with_suffix(f".tmp{os.getpid()}")
             tmp.write_text(json.dumps(dict(base, measured_at=time.time())))
             os.replace(tmp, cache_path)
+        sr.baseline_methods = {k: base[k].get("method") for k in ("eager", "compile") if k in base} or None
         if "eager" in base:
             sr.eager_us = base["eager"]["median_us"]
         if "compile" in base:
