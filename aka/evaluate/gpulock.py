@@ -34,7 +34,7 @@ HEARTBEAT_S = 5.0
 # that waits then starts within about this much (plus one call), not after the longest stretch
 # of checks or input generation of any evaluation (a convoy: see `breathe`).
 SLICE_S = 0.05
-POLL_S = (0.001, 0.02)  # the wait between tries for a held lock: from the first, doubling to the second
+POLL_S = (0.001, 0.002)  # the wait between tries for a held lock: from the first, doubling to the second
 
 
 def gpu_key(device: str) -> str:
