@@ -245,10 +245,10 @@ def test_timing_method_is_the_shapes_and_a_failed_capture_is_still_timed(monkeyp
     monkeypatch.setattr(timing, "_event_time_us", lambda fn, n, head_start=True: 3.0)
     monkeypatch.setattr(timing, "_syncs_with_host", lambda impl, inputs: impl.name == "syncs")
 
-    def capture(self, impl):
+    def capture(self, impl, m=None):
         if impl.name == "breaks":
             raise RuntimeError("operation not permitted when stream is capturing")
-        impl.graph, impl.graph_calls = type("G", (), {"replay": lambda self: None})(), len(self.sets)
+        impl.graph, impl.graph_calls = type("G", (), {"replay": lambda self: None})(), m or len(self.sets)
     monkeypatch.setattr(timing.ShapeTimer, "_capture", capture)
 
     def timer(n_sets, names):
@@ -307,10 +307,11 @@ def test_first_calls_run_gpu_work_under_the_shared_lock(monkeypatch):
 
 
 def test_timed_rounds_take_one_exclusive_hold_when_their_new_values_are_made_ahead(monkeypatch):
-    """Several input sets: every round's new values are made under the shared lock first, then
-    preparation and all rounds run in one exclusive hold, each round's values written just
-    before it (an exclusive entry waits for every other evaluation's shared work, so one per
-    round cost more than the rounds). One set: a hold per round, the refresh between them shared."""
+    """Preparation and all rounds run in one exclusive hold (an exclusive entry waits for every
+    other evaluation's shared work, so one per round cost more than the rounds). Several input
+    sets: every round's new values are made under the shared lock first and written just before
+    their round. One set: each round's values are made and written inside the hold, one round
+    at a time (staging them all would multiply the GPU memory of inputs over 3x the L2)."""
     from contextlib import contextmanager
 
     import torch
@@ -351,8 +352,50 @@ def test_timed_rounds_take_one_exclusive_hold_when_their_new_values_are_made_ahe
     log.clear()
     t.sets = [{}]
     t.run(Lock())
-    assert log.count("enter exclusive") == timing.ROUNDS + 1  # preparation, then a hold per round
-    assert all(f"make {r} (shared)" in log and f"write {r} (shared)" in log for r in rounds)
+    assert log == (["enter exclusive", "round 0 (exclusive)"]
+                   + [x for r in rounds for x in (f"make {r} (exclusive)", f"write {r} (exclusive)",
+                                                  f"round {r} (exclusive)")]
+                   + ["leave exclusive"])
+
+
+def test_a_slow_call_is_graphed_over_fewer_sets_only_where_the_l2_cannot_matter(monkeypatch):
+    """A replay of every input set of a 14 ms call held the GPU for seconds per sample (288 s of
+    exclusive hold for one kernel). Fewer sets where a warm L2 is worth < 1% of the call; every
+    set when the head start overstated a host-bound call, or the sets are large."""
+    import torch
+
+    from aka.evaluate import timing
+    assert timing.graph_sets(256, 10.0, 1 << 10) == 256  # 2.6 ms a replay: unchanged
+    assert timing.graph_sets(256, 14_000.0, 1 << 10) == 2  # 28 ms a replay, not 3.6 s
+    assert timing.graph_sets(256, 14_000.0, 1 << 30) == 256  # 1 GiB sets: the L2 could matter
+    assert timing.graph_sets(1, 14_000.0, 1 << 10) == 1
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    monkeypatch.setattr(timing, "_syncs_with_host", lambda impl, inputs: False)
+    gpu_us = {}
+
+    def capture(self, impl, m=None):
+        impl.graph_calls = m or len(self.sets)
+        impl.graph = type("G", (), {"replay": lambda self, n=impl.graph_calls, us=gpu_us[impl.name]: n * us})()
+    monkeypatch.setattr(timing.ShapeTimer, "_capture", capture)
+    host_us = {"slow": 14_000.0, "host_bound": 200.0}
+    gpu_us.update({"slow": 14_000.0, "host_bound": 3.0})
+
+    t = timing.ShapeTimer.__new__(timing.ShapeTimer)
+    t.sets, t.graphed = [{"x": torch.ones(8)} for _ in range(256)], True
+    for name in ("slow", "host_bound"):
+        impl = timing.Impl(name, lambda x: x)
+        impl.warmed = True
+
+        def event_time(fn, n, head_start=True, name=name):
+            r = fn()  # a graph replay gives its GPU time; a plain call, the head start's estimate
+            return r if isinstance(r, float) else host_us[name]
+        monkeypatch.setattr(timing, "_event_time_us", event_time)
+        t.prepare(impl)
+        assert impl.method == "cuda_graph"
+        if name == "slow":
+            assert impl.graph_calls == 2 and impl.estimate_us == 14_000.0
+        else:  # 200 us by the head start, 3 us on the GPU: recaptured over every set
+            assert impl.graph_calls == 256 and impl.estimate_us == 3.0
 
 
 def _exclusive_free(lock_file) -> bool:

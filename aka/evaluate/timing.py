@@ -7,7 +7,9 @@ its inputs:
     inputs are evicted before they are reused; one sample is one replay divided by G. Launch
     overhead (2-5 us per call measured on the H200, shared/anchors) would otherwise be most of
     what a decode-sized kernel is "timed" at. Its un-graphed per-call time is reported too
-    (`eager_call_us`), since serving without graphs pays it.
+    (`eager_call_us`), since serving without graphs pays it. A call slow enough that a replay
+    over every set would run past GRAPH_MAX_US is graphed over fewer sets, where a warm L2 can
+    be worth under 1% of it (`graph_sets`).
   * cuda_events (inputs of 3x the L2 or more: one set, a call moving >= ~150 MB on an H200, tens
     of us at least): every sample is one call between two CUDA events, after a head start on the
     GPU and a write over a buffer of 2x the L2, so the inputs come from HBM, as in a serving step.
@@ -53,6 +55,26 @@ BEAT_S = 5.0  # progress heartbeat while compiling (the sandbox's idle watchdog 
 
 def _tensors_bytes(inputs: dict) -> int:
     return sum(t.numel() * t.element_size() for t in inputs.values() if isinstance(t, torch.Tensor))
+
+
+# One graph replay of a slow call over every input set is long: moe_align_block_size's
+# single-program kernel (14 ms a call) over 256 sets replayed for 3.6 s, and its 25 samples held
+# the GPU's exclusive lock for 288 s of one kb verify (session 7), every other job waiting. A
+# graph holds fewer sets (replays of about GRAPH_MAX_US) only where that cannot move the result:
+# all the L2 can give a call is its inputs without the trip to HBM, at most
+# 2 x (bytes of one set) / HBM_FLOOR_BPS, and that must stay under L2_BIAS of the call's time.
+GRAPH_MAX_US = 20_000.0
+L2_BIAS = 0.01
+HBM_FLOOR_BPS = 1.0e12  # below the HBM bandwidth of every datacenter GPU: the bound errs large
+
+
+def graph_sets(n_sets: int, call_us: float, set_bytes: int) -> int:
+    """How many of `n_sets` input sets one graph holds for a call of `call_us` GPU microseconds."""
+    if n_sets <= 1 or n_sets * call_us <= GRAPH_MAX_US:
+        return n_sets
+    if 2.0 * set_bytes / HBM_FLOOR_BPS * 1e6 > L2_BIAS * call_us:
+        return n_sets  # a warm L2 could be worth more than L2_BIAS of the call: every set, cold
+    return max(1, min(n_sets, math.ceil(GRAPH_MAX_US / call_us)))
 
 
 class Impl:
@@ -199,7 +221,7 @@ class ShapeTimer:
         # most EAGER_CALLS calls over the rotating sets: a host-bound reference (a Python loop over
         # 256 sequences, say 25 ms a call) over all of up to 256 sets, three times, would hold the
         # GPU's exclusive lock for ~20 s.
-        k = min(len(self.sets), EAGER_CALLS)
+        k = max(1, min(len(self.sets), EAGER_CALLS, math.ceil(GRAPH_MAX_US / max(est, 1.0))))
         impl.eager_call_us = _event_time_us(lambda: [impl(self.sets[i]) for i in range(k)], 3, False) / k
         impl.estimate_us = est
         impl.method = "cuda_graph" if (self.graphed and impl.capturable) else "cuda_events"
@@ -208,31 +230,39 @@ class ShapeTimer:
             impl.method = "cuda_events"
             impl.note = "timed with CUDA events: it synchronizes with the host, which a CUDA graph cannot hold"
         if impl.method == "cuda_graph":
+            set_bytes = _tensors_bytes(self.sets[0])
+            m = graph_sets(len(self.sets), est, set_bytes)
             try:
-                self._capture(impl)
+                self._capture(impl, m)
+                # the GPU time per call from a replay: the head-start estimate above can be the
+                # host's time (a compiled call's guards on a busy CPU), and sets the sample count
+                impl.estimate_us = _event_time_us(impl.graph.replay, 3) / impl.graph_calls
+                if m < len(self.sets) and graph_sets(len(self.sets), impl.estimate_us, set_bytes) > m:
+                    # the head start overstated the call (host-bound): every set after all
+                    impl.graph = None
+                    self._capture(impl, len(self.sets))
+                    impl.estimate_us = _event_time_us(impl.graph.replay, 3) / impl.graph_calls
             except Exception as e:  # noqa: BLE001 - not capturable: timed with events, and said
                 impl.method, impl.graph = "cuda_events", None
                 impl.note = f"timed with CUDA events: graph capture failed ({type(e).__name__}: {str(e)[:120]})"
                 torch.cuda.synchronize()
-            else:
-                # the GPU time per call from a replay: the head-start estimate above can be the
-                # host's time (a compiled call's guards on a busy CPU), and sets the sample count
-                impl.estimate_us = _event_time_us(impl.graph.replay, 3) / impl.graph_calls
 
-    def _capture(self, impl: Impl) -> None:
+    def _capture(self, impl: Impl, m: int | None = None) -> None:
+        """A graph of `m` back-to-back calls, on the first m input sets (all by default)."""
+        sets = self.sets[:m or len(self.sets)]
         g = torch.cuda.CUDAGraph()
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s), torch.no_grad():
-            for inp in self.sets[:2]:
+            for inp in sets[:2]:
                 impl(inp)
         torch.cuda.current_stream().wait_stream(s)
         torch.cuda.synchronize()
         with torch.no_grad(), torch.cuda.graph(g):
-            outs = [impl(inp) for inp in self.sets]
+            outs = [impl(inp) for inp in sets]
         torch.cuda.synchronize()
-        impl.graph, impl.graph_calls = g, len(self.sets)
-        impl.last_out = (len(self.sets) - 1, outs[-1])  # static graph memory: refreshed by each replay
+        impl.graph, impl.graph_calls = g, len(sets)
+        impl.last_out = (len(sets) - 1, outs[-1])  # static graph memory: refreshed by each replay
         impl.graph.replay()
         torch.cuda.synchronize()
 
@@ -263,15 +293,17 @@ class ShapeTimer:
         """The timed rounds, with new input values before each but the first (an output cache
         keyed on the input's address goes stale, and the timed-output check then catches it).
 
+        Preparation and all rounds run in one exclusive hold. Each exclusive entry waits for
+        every other evaluation's shared work to reach a breath (gpulock.py), so with 8 jobs an
+        entry cost far more than a round of a short kernel (12 ms): 6 entries per shape made kb
+        verify wait 100-240 s per kernel for 2 s of timing (session 6), and with 1 entry for
+        graph-timed shapes but still 6 for one-set shapes, 90-230 s (session 7).
         Several input sets (the graph-timed shapes): every round's new values are made first,
-        under the shared lock (host work: hundreds of `make_inputs` calls), and preparation and
-        all rounds then run in one exclusive hold, each round's values written in place (GPU
-        copies) before it. Each exclusive entry waits for every other evaluation's shared work
-        to reach a breath (gpulock.py), so with 8 jobs an entry cost far more than a round of a
-        short kernel (12 ms); 6 entries per shape made kb verify wait 100-240 s per kernel for
-        2 s of timing (session 6). One set (inputs over 3x the L2, rounds of ms): each round
-        owns the GPU alone and the refresh between rounds holds only the shared lock, since
-        staging copies of inputs that large would multiply the GPU memory of every job."""
+        under the shared lock (host work: hundreds of `make_inputs` calls) and written in place
+        (GPU copies) just before their round. One set (inputs over 3x the L2): each round's
+        values are made inside the hold, just before it, one round at a time, since staging
+        copies of inputs that large would multiply the GPU memory of every job; `make_inputs`
+        draws them on the GPU, milliseconds against the rounds' tens."""
         from aka.evaluate.gpulock import NoLock
         gpu = gpu if gpu is not None else NoLock()
         staged = None
@@ -288,19 +320,11 @@ class ShapeTimer:
                     live.append(impl)
                 except Exception as e:  # noqa: BLE001 - a baseline that cannot run is reported, not fatal
                     impl.error = f"{type(e).__name__}: {str(e)[:200]}"
-            if staged is not None:
-                for r in range(ROUNDS):
-                    if r:
-                        staged[r - 1]()
-                        torch.cuda.synchronize()  # the copies finish before the round's samples start
-                    self._round(r, live)
-                return
-        for r in range(ROUNDS):
-            if r and self.stage is not None:
-                # new values, same addresses (graphs keep working)
-                with gpu.shared("refresh"):
-                    self.stage(r)()
-            with gpu.exclusive():
+            for r in range(ROUNDS):
+                if r and self.stage is not None:
+                    # new values, same addresses (graphs keep working)
+                    (staged[r - 1] if staged is not None else self.stage(r))()
+                    torch.cuda.synchronize()  # the copies finish before the round's samples start
                 self._round(r, live)
 
     def _round(self, r: int, live: list) -> None:
