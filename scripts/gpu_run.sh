@@ -67,6 +67,7 @@ if [[ $modes == *" adv "* ]]; then
   step "$d/pytest_gpu.log" python3 -m pytest -m gpu tests/test_adversarial.py \
     "tests/gpu/test_measurement_gpu.py::test_parallel_evaluations_measure_what_one_alone_measures" \
     "tests/gpu/test_measurement_gpu.py::test_one_timing_method_per_shape_and_a_syncing_call_says_so" \
+    "tests/gpu/test_measurement_gpu.py::test_a_slow_call_is_graphed_over_few_sets_and_measures_what_events_measure" \
     -q -p no:cacheprovider --junitxml="$d/junit_gpu.xml"
   tail -6 "$d/pytest_gpu.log"
   unset AKA_GPU_RESULTS
@@ -76,6 +77,7 @@ if [[ $modes == *" timing "* ]]; then  # the two measurement tests the timing an
   step "$d/pytest_gpu.log" python3 -m pytest -m gpu \
     "tests/gpu/test_measurement_gpu.py::test_parallel_evaluations_measure_what_one_alone_measures" \
     "tests/gpu/test_measurement_gpu.py::test_one_timing_method_per_shape_and_a_syncing_call_says_so" \
+    "tests/gpu/test_measurement_gpu.py::test_a_slow_call_is_graphed_over_few_sets_and_measures_what_events_measure" \
     -q -p no:cacheprovider --junitxml="$d/junit_gpu.xml"
   tail -6 "$d/pytest_gpu.log"
   unset AKA_GPU_RESULTS

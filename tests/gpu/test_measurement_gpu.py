@@ -66,6 +66,39 @@ def test_one_timing_method_per_shape_and_a_syncing_call_says_so(record):
     assert all(i.method == "cuda_events" and i.samples for i in impls)
 
 
+def test_a_slow_call_is_graphed_over_few_sets_and_measures_what_events_measure(record):
+    """A 5 ms call on 256 small input sets: a replay over every set would last 1.3 s and its 25
+    samples 32 s of exclusive hold (a 14 ms kernel held the GPU 288 s in session 7's kb verify).
+    The graph holds ceil(20 ms / 5 ms) = 4 sets instead, the rounds take seconds, and the time per
+    call agrees with the same call timed with events."""
+    import time
+
+    import torch.nn as nn
+
+    from aka.evaluate.timing import GRAPH_MAX_US, Impl, ShapeTimer
+
+    cycles = 10_000_000  # ~5 ms at the H200's 1.98 GHz; the test holds at any clock
+
+    class Slow(nn.Module):
+        def forward(self, x):
+            torch.cuda._sleep(cycles)
+            return x + 1
+
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    sets = [{"x": torch.randn(16, 16, device="cuda")} for _ in range(256)]
+    graphed, events = Impl("graphed", Slow()), Impl("events", Slow(), capturable=False)
+    t0 = time.monotonic()
+    ShapeTimer([graphed, events], sets, l2).run()
+    wall = time.monotonic() - t0
+    g, e = sorted(graphed.samples)[len(graphed.samples) // 2], sorted(events.samples)[len(events.samples) // 2]
+    record("slow_call_graph", graph_calls=graphed.graph_calls, graphed_us=g, events_us=e, wall_s=wall,
+           methods=[graphed.method, events.method])
+    assert graphed.method == "cuda_graph" and events.method == "cuda_events"
+    assert 1 < graphed.graph_calls <= GRAPH_MAX_US / (0.5 * e) + 1
+    assert abs(g - e) / e < 0.03, (g, e)
+    assert wall < 15, wall
+
+
 def test_known_answer_copy_iou(record):
     res = _eval(problem("copy"), kernel("copy"), "large,medium", baselines=False)
     assert res.status == "pass", res.reason
