@@ -377,12 +377,12 @@ def test_a_slow_call_is_graphed_over_fewer_sets_only_where_the_l2_cannot_matter(
         impl.graph_calls = m or len(self.sets)
         impl.graph = type("G", (), {"replay": lambda self, n=impl.graph_calls, us=gpu_us[impl.name]: n * us})()
     monkeypatch.setattr(timing.ShapeTimer, "_capture", capture)
-    host_us = {"slow": 14_000.0, "host_bound": 200.0}
-    gpu_us.update({"slow": 14_000.0, "host_bound": 3.0})
+    host_us = {"slow": 14_000.0, "host_bound": 200.0, "host_bound_slow": 25_000.0}
+    gpu_us.update({"slow": 14_000.0, "host_bound": 3.0, "host_bound_slow": 2_000.0})
 
     t = timing.ShapeTimer.__new__(timing.ShapeTimer)
     t.sets, t.graphed = [{"x": torch.ones(8)} for _ in range(256)], True
-    for name in ("slow", "host_bound"):
+    for name in ("slow", "host_bound", "host_bound_slow"):
         impl = timing.Impl(name, lambda x: x)
         impl.warmed = True
 
@@ -394,8 +394,10 @@ def test_a_slow_call_is_graphed_over_fewer_sets_only_where_the_l2_cannot_matter(
         assert impl.method == "cuda_graph"
         if name == "slow":
             assert impl.graph_calls == 2 and impl.estimate_us == 14_000.0
-        else:  # 200 us by the head start, 3 us on the GPU: recaptured over every set
+        elif name == "host_bound":  # 200 us by the head start, 3 us on the GPU: recaptured over every set
             assert impl.graph_calls == 256 and impl.estimate_us == 3.0
+        else:  # 25 ms by the head start (1 set), 2 ms on the GPU: recaptured over 10 sets, not 256
+            assert impl.graph_calls == 10 and impl.estimate_us == 2_000.0
 
 
 def _exclusive_free(lock_file) -> bool:

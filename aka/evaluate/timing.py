@@ -237,10 +237,11 @@ class ShapeTimer:
                 # the GPU time per call from a replay: the head-start estimate above can be the
                 # host's time (a compiled call's guards on a busy CPU), and sets the sample count
                 impl.estimate_us = _event_time_us(impl.graph.replay, 3) / impl.graph_calls
-                if m < len(self.sets) and graph_sets(len(self.sets), impl.estimate_us, set_bytes) > m:
-                    # the head start overstated the call (host-bound): every set after all
+                m_gpu = graph_sets(len(self.sets), impl.estimate_us, set_bytes)
+                if m_gpu > m:
+                    # the head start overstated the call (its host time): as many sets as its GPU time allows
                     impl.graph = None
-                    self._capture(impl, len(self.sets))
+                    self._capture(impl, m_gpu)
                     impl.estimate_us = _event_time_us(impl.graph.replay, 3) / impl.graph_calls
             except Exception as e:  # noqa: BLE001 - not capturable: timed with events, and said
                 impl.method, impl.graph = "cuda_events", None
