@@ -7,7 +7,8 @@ Whatever of these the call produced (scripts/gpu_run.sh modes) is collected:
   bench/   -> bench/results/h200/baselines/ (records, run.json, provenance, log), then
               `aka bench report --weights bench/weights.json` there; --reweigh also runs
               `aka bench weigh --times` on it into bench/results/h200/weights_measured.json
-  kb/      -> the H200 entries of knowledge_base/kernels/*/*.results.json, then
+  kb/      -> the H200 entries of knowledge_base/kernels/*/*.results.json, the call's log
+              appended to knowledge_base/KERNELS_H200.log, then
               `aka kb best --out knowledge_base/KERNELS_H200.md`
   sweep/   -> experiments/results/h200/sweep/ (tables, JSON, per-op optimize logs and runs)
   agent1/  -> experiments/results/h200/optimize-rms_norm-4096/
@@ -77,7 +78,12 @@ def main() -> int:
             t.extractall(repo, members=members, filter="data")
         print(f"{len(members)} knowledge-base results files updated")
         if (src / "kb" / "kb_verify.log").exists():
-            shutil.copy(src / "kb" / "kb_verify.log", repo / "knowledge_base" / "KERNELS_H200.log")
+            # one section per device call, appended: a kernel's current result may come from an
+            # earlier call than this one, and its log line must stay
+            prov = src / "kb" / "provenance.txt"
+            with open(repo / "knowledge_base" / "KERNELS_H200.log", "a") as f:
+                f.write("\n## device call\n" + (prov.read_text() if prov.exists() else "")
+                        + (src / "kb" / "kb_verify.log").read_text())
         aka(repo, "kb", "best", "--out", "knowledge_base/KERNELS_H200.md")
     if (src / "sweep" / "sweep").is_dir():
         dest = repo / "experiments" / "results" / "h200" / "sweep"

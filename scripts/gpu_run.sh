@@ -13,7 +13,7 @@
 #   Run it again with the returned cache carried in (collect_runs.py puts it in .gpucache) and
 #   each part resumes: bench from its records, kb from the kernels' results, the sweep's runs)
 #   (adv: the GPU adversarial suite and the parallel-timing test only, without the slower
-#   measurement tests of harness; timing: only the parallel-timing and method-per-shape tests)
+#   measurement tests of harness; timing: only the parallel-timing, method-per-shape and slow-call tests)
 #
 # One device call runs 10 minutes at most. Every step runs under `timeout` against a deadline
 # (AKA_DEADLINE_S seconds after start, default 560) so the archive is always written, even when
@@ -72,7 +72,7 @@ if [[ $modes == *" adv "* ]]; then
   tail -6 "$d/pytest_gpu.log"
   unset AKA_GPU_RESULTS
 fi
-if [[ $modes == *" timing "* ]]; then  # the two measurement tests the timing and lock changes touch
+if [[ $modes == *" timing "* ]]; then  # the measurement tests the timing and lock changes touch
   d=$W/harness; mkdir -p "$d"; prov "$d"; export AKA_GPU_RESULTS=$d/gpu_results.jsonl; calib "$d"
   step "$d/pytest_gpu.log" python3 -m pytest -m gpu \
     "tests/gpu/test_measurement_gpu.py::test_parallel_evaluations_measure_what_one_alone_measures" \
