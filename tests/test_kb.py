@@ -376,9 +376,11 @@ def _fake_eval(status):
     calls = []
 
     def run(op, path, shapes=None, config=None):
+        from aka.problem import load_problem
         calls.append((op, Path(path).name, shapes, config.device))
+        ids = [s.id for s in load_problem(op).select(shapes)]  # a result covers what was selected
         return EvalResult(status=status, reason="all stages passed", problem=op, device=config.device,
-                          shapes=[ShapeResult("s0", "num_tokens=7", correct=True)],
+                          shapes=[ShapeResult(i, "num_tokens=7", correct=True) for i in ids],
                           env={"git_sha": "abc", "torch": "2.x", "triton": "3.6.0"})
     return run, calls
 
@@ -488,3 +490,27 @@ def test_kb_verify_redoes_a_kernel_that_ran_out_of_gpu_memory(tmp_path):
     assert is_current(k, "cuda") and not is_current(k, "cpu")
     with_result("pass", "all stages passed", timing="v3")  # timed under an older method: again
     assert not is_current(k, "cuda")
+
+
+def test_a_result_that_misses_a_shape_of_its_op_is_not_current(tmp_path):
+    """A shape added to an op (softmax's small s4 here) makes every result recorded without it
+    stale: `aka kb verify` runs the kernel again, `kb best` does not count it."""
+    import json
+    import shutil
+
+    from aka.kb.verify import covers_shapes, results_path
+    from aka.problem import REPO_ROOT, load_problem
+    k = tmp_path / "softmax" / "k.py"
+    k.parent.mkdir()
+    shutil.copy(REPO_ROOT / "knowledge_base/kernels/softmax/split_row.py", k)
+    small = sorted(load_problem("softmax").small_shapes)
+    assert "s4" in small
+
+    def recorded(ids):
+        results_path(k).write_text(json.dumps({"devices": {"cpu": {"status": "pass", "shapes": [{"id": i} for i in ids]}}}))
+
+    recorded([i for i in small if i != "s4"])
+    assert not covers_shapes(k, "cpu", "small")
+    recorded(small)
+    assert covers_shapes(k, "cpu", "small")
+    assert not covers_shapes(k, "cuda", "all")  # no GPU result at all

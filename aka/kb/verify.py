@@ -59,6 +59,18 @@ def is_current(kernel: Path, device: str, spec: str | None = None) -> bool:
     return entry.get("source_hash") == source_hash(kernel) and (spec is None or entry.get("shapes_spec") == spec)
 
 
+def covers_shapes(kernel: Path, device: str, spec: str) -> bool:
+    """Whether the recorded result ran on every shape `spec` selects now: a shape added to the
+    op (a small shape for the CPU, a benchmark shape for the GPU) makes it stale."""
+    from aka.problem import ProblemError, load_problem
+    entry = read_results(kernel).get("devices", {}).get(device) or {}
+    try:
+        want = {s.id for s in load_problem(kernel_op(kernel)).select(spec.split("/")[0])}
+    except ProblemError:
+        return True  # no such op: the verify run says so
+    return {str(s.get("id")) for s in entry.get("shapes") or []} >= want
+
+
 def record(res, kernel: Path, device: str, spec: str) -> dict:
     """One device's entry from an EvalResult: keep the verdict and the per-shape numbers present."""
     env = res.env or {}
@@ -118,7 +130,7 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
         def one(p: Path) -> tuple[Path, str]:
             name = str(p.relative_to(root))
             try:
-                if not force and is_current(p, device, spec):
+                if not force and is_current(p, device, spec) and covers_shapes(p, device, spec):
                     return p, "skipped"
                 cfg = EvalConfig(device=device, timing=timing and device != "cpu",
                                  sandbox=SandboxConfig(timeout_s=timeout_s))
