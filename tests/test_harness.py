@@ -373,9 +373,10 @@ def test_a_slow_call_is_graphed_over_fewer_sets_only_where_the_l2_cannot_matter(
     monkeypatch.setattr(timing, "_syncs_with_host", lambda impl, inputs: False)
     gpu_us = {}
 
-    def capture(self, impl, m=None):
+    def capture(self, impl, m=None):  # as ShapeTimer._capture: the graph, then its replay's time per call
         impl.graph_calls = m or len(self.sets)
         impl.graph = type("G", (), {"replay": lambda self, n=impl.graph_calls, us=gpu_us[impl.name]: n * us})()
+        impl.estimate_us = timing._event_time_us(impl.graph.replay, 3) / impl.graph_calls
     monkeypatch.setattr(timing.ShapeTimer, "_capture", capture)
     host_us = {"slow": 14_000.0, "host_bound": 200.0, "host_bound_slow": 25_000.0}
     gpu_us.update({"slow": 14_000.0, "host_bound": 3.0, "host_bound_slow": 2_000.0})

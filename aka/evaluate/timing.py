@@ -234,15 +234,11 @@ class ShapeTimer:
             m = graph_sets(len(self.sets), est, set_bytes)
             try:
                 self._capture(impl, m)
-                # the GPU time per call from a replay: the head-start estimate above can be the
-                # host's time (a compiled call's guards on a busy CPU), and sets the sample count
-                impl.estimate_us = _event_time_us(impl.graph.replay, 3) / impl.graph_calls
                 m_gpu = graph_sets(len(self.sets), impl.estimate_us, set_bytes)
                 if m_gpu > m:
                     # the head start overstated the call (its host time): as many sets as its GPU time allows
                     impl.graph = None
                     self._capture(impl, m_gpu)
-                    impl.estimate_us = _event_time_us(impl.graph.replay, 3) / impl.graph_calls
             except Exception as e:  # noqa: BLE001 - not capturable: timed with events, and said
                 impl.method, impl.graph = "cuda_events", None
                 impl.note = f"timed with CUDA events: graph capture failed ({type(e).__name__}: {str(e)[:120]})"
@@ -266,6 +262,9 @@ class ShapeTimer:
         impl.last_out = (len(sets) - 1, outs[-1])  # static graph memory: refreshed by each replay
         impl.graph.replay()
         torch.cuda.synchronize()
+        # the GPU time per call from a replay: the head-start estimate can be the host's time (a
+        # compiled call's guards on a busy CPU), and it sets the sample count
+        impl.estimate_us = _event_time_us(g.replay, 3) / len(sets)
 
     def sample(self, impl: Impl, n: int) -> None:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]

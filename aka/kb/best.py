@@ -45,18 +45,14 @@ def summarize(shapes: list[dict], weights: dict[str, float]) -> dict:
             "meets": bool(med is not None and vs is not None and med >= TARGET and vs > 1.0)}
 
 
-def _spec(device: str) -> str:
-    return "small" if device == "cpu" else "all"  # the shapes `aka kb verify` runs on that device
-
-
 def best_table(root: Path, device: str = "cuda") -> list[dict]:
     """One row per operator that has current, passing `device` results."""
-    from aka.kb.verify import covers_shapes, is_current, kernel_op, kernel_paths, read_results
+    from aka.kb.verify import is_current, kernel_op, kernel_paths, read_results
     from aka.problem import load_problem
     by_op: dict[str, list[tuple[Path, dict]]] = {}
     for p in kernel_paths(root):
         e = read_results(p).get("devices", {}).get(device) or {}
-        if e.get("status") == "pass" and e.get("shapes") and is_current(p, device) and covers_shapes(p, device, _spec(device)):
+        if e.get("status") == "pass" and e.get("shapes") and is_current(p, device):
             by_op.setdefault(kernel_op(p), []).append((p, e))
     rows = []
     for op, entries in sorted(by_op.items()):
@@ -72,12 +68,12 @@ def best_table(root: Path, device: str = "cuda") -> list[dict]:
 def unverified(root: Path, device: str = "cuda") -> tuple[list[Path], list[str]]:
     """The kernels without a current, passing `device` result, and the ops none of whose kernels
     has one: what a table of the verified ones does not speak for."""
-    from aka.kb.verify import covers_shapes, is_current, kernel_op, kernel_paths, read_results
+    from aka.kb.verify import is_current, kernel_op, kernel_paths, read_results
     missing, ops, covered = [], set(), set()
     for p in kernel_paths(root):
         e = read_results(p).get("devices", {}).get(device) or {}
         ops.add(kernel_op(p))
-        if e.get("status") == "pass" and e.get("shapes") and is_current(p, device) and covers_shapes(p, device, _spec(device)):
+        if e.get("status") == "pass" and e.get("shapes") and is_current(p, device):
             covered.add(kernel_op(p))
         else:
             missing.append(p)

@@ -49,6 +49,9 @@ def read_results(kernel: Path) -> dict:
 
 
 def is_current(kernel: Path, device: str, spec: str | None = None) -> bool:
+    """Whether `device`'s recorded result still speaks for the kernel: same source, same shape set
+    (`spec`, when given), current timing method, and run on every shape that set selects now
+    (`spec`, else the device's default: small on the CPU, all elsewhere)."""
     from aka.evaluate.result import machine_failure
     entry = read_results(kernel).get("devices", {}).get(device) or {}
     if machine_failure(entry.get("status"), entry.get("reason")):
@@ -56,14 +59,19 @@ def is_current(kernel: Path, device: str, spec: str | None = None) -> bool:
     from aka.evaluate.timing import BASELINE_METHOD  # (imports torch: only when asked)
     if device != "cpu" and entry.get("timing_method") != BASELINE_METHOD:
         return False  # timed (kernel and baselines) under an older timing method: measure again
-    return entry.get("source_hash") == source_hash(kernel) and (spec is None or entry.get("shapes_spec") == spec)
+    if entry.get("source_hash") != source_hash(kernel) or (spec is not None and entry.get("shapes_spec") != spec):
+        return False
+    return _covers(entry, kernel, spec or ("small" if device == "cpu" else "all"))
 
 
 def covers_shapes(kernel: Path, device: str, spec: str) -> bool:
     """Whether the recorded result ran on every shape `spec` selects now: a shape added to the
     op (a small shape for the CPU, a benchmark shape for the GPU) makes it stale."""
+    return _covers(read_results(kernel).get("devices", {}).get(device) or {}, kernel, spec)
+
+
+def _covers(entry: dict, kernel: Path, spec: str) -> bool:
     from aka.problem import ProblemError, load_problem
-    entry = read_results(kernel).get("devices", {}).get(device) or {}
     try:
         want = {s.id for s in load_problem(kernel_op(kernel)).select(spec.split("/")[0])}
     except ProblemError:
@@ -130,7 +138,7 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
         def one(p: Path) -> tuple[Path, str]:
             name = str(p.relative_to(root))
             try:
-                if not force and is_current(p, device, spec) and covers_shapes(p, device, spec):
+                if not force and is_current(p, device, spec):
                     return p, "skipped"
                 cfg = EvalConfig(device=device, timing=timing and device != "cpu",
                                  sandbox=SandboxConfig(timeout_s=timeout_s))
