@@ -96,6 +96,13 @@ def write_tables(rows: list[dict], out: Path, prov: str) -> None:
     (out / "kb_best.md").write_text(markdown([r["kb"] for r in rows if r.get("kb")], prov))
 
 
+def prior_rows(out: Path) -> dict[str, dict]:
+    """The rows an earlier invocation wrote into the same DIR (a sweep carried across device calls,
+    perhaps over other ops), by op: a run updates the ops it covers and keeps the others' rows."""
+    f = out / "offline_sweep.json"
+    return {r["op"]: r for r in json.loads(f.read_text())} if f.exists() else {}
+
+
 def main() -> int:
     import torch
     ap = argparse.ArgumentParser()
@@ -121,7 +128,8 @@ def main() -> int:
         with lock:
             print(msg, flush=True)
 
-    by_op: dict[str, dict] = {}
+    by_op = prior_rows(out)
+    rows[:] = list(by_op.values())
 
     def guarded(fn, op: str) -> None:
         try:

@@ -102,3 +102,17 @@ def test_tune_resumes_a_run_carried_back_from_a_cut_device_call(tmp_path, monkey
     row = sw.tune("rms_norm", a, tmp_path, lambda m: None)
     assert "resume=sweep-rms_norm" in cmds[1] and not any(c.startswith("op=") for c in cmds[1])
     assert row["offline_tuned"] == 0.7
+
+
+def test_a_later_sweep_into_the_same_dir_keeps_the_rows_of_ops_it_does_not_cover(tmp_path):
+    sw = _sweep()
+    assert sw.prior_rows(tmp_path) == {}
+    row = {"op": "a_op", "eager": 0.1, "compile": 0.5, "best_kb_untuned": 0.55, "best_kb_kernel": "k1", "kb": None,
+           "offline_tuned": 0.6, "optimize_rc": 0}
+    sw.write_tables([row], tmp_path, "first call")
+    by_op = sw.prior_rows(tmp_path)
+    assert by_op == {"a_op": row}
+    by_op["b_op"] = dict(row, op="b_op", offline_tuned=0.7)  # what the second call adds
+    sw.write_tables(list(by_op.values()), tmp_path, "second call")
+    sweep = (tmp_path / "offline_sweep.md").read_text()
+    assert "| a_op | 0.100 | 0.500 | 0.550 (k1) | 0.600 | 1.20 |" in sweep and "| b_op |" in sweep
