@@ -192,3 +192,40 @@ def test_error_figures():
     assert compare(zero.clone(), zero).ok
     c = compare(zero + 1e-3, zero)
     assert not c.ok and math.isinf(c.rel_err)
+
+
+def test_row_band_admits_cancellation_error_but_not_a_systematic_one():
+    """The outlier stage of a contraction op: an element that came out small from large terms may
+    be off by rtol of its row's largest magnitude; every element off by 3 rtol still fails (norm)."""
+    ref = torch.tensor([[40.0, 0.5, -1.0, 2.0], [1.0, 0.8, -0.6, 0.4]], dtype=torch.bfloat16)
+    got = ref.clone()
+    got[0, 1] = 0.375  # 0.125 off: 7x the element's own band, 0.2 of its row's
+    assert not compare(got, ref).ok
+    assert compare(got, ref, row_band=True).ok
+    got2 = ref.clone()
+    got2[1, 1] = 0.675  # the same 0.125 in a small row: its band stays small
+    assert not compare(got2, ref, row_band=True).ok
+    biased = (ref.double() * (1 + 3 * 1.6e-2)).to(torch.bfloat16)
+    assert not compare(biased, ref, row_band=True).ok
+
+
+def test_row_band_is_the_meta_outlier_band_and_only_in_the_outlier_stage():
+    ref = torch.tensor([[40.0, 0.5, -1.0, 2.0]], dtype=torch.bfloat16)
+    got = ref.clone()
+    got[0, 1] = 0.375
+    row = {"outliers": {"enabled": True, "band": "row"}}
+    assert compare_outputs(got, ref, row, outliers=True)[0].ok
+    assert not compare_outputs(got, ref, row)[0].ok                      # correctness stage
+    assert not compare_outputs(got, ref, {}, outliers=True)[0].ok        # op without the band
+
+
+def test_row_band_skips_non_finite_reference_entries_and_ignores_fp8_mode():
+    ref = torch.tensor([[float("-inf"), 30.0, 0.5], [float("-inf"), 1.0, 0.5]])
+    got = ref.clone()
+    got[0, 2] = 0.2
+    assert compare(got, ref, row_band=True, tol={"atol": 1e-4, "rtol": 1e-2, "rel_norm": 0.05}).ok
+    got[1, 2] = 0.2
+    assert not compare(got, ref, row_band=True, tol={"atol": 1e-4, "rtol": 1e-2, "rel_norm": 0.05}).ok
+    q = torch.tensor([[448.0, 1.0]]).to(torch.float8_e4m3fn)
+    bad = torch.tensor([[448.0, 16.0]]).to(torch.float8_e4m3fn)
+    assert not compare(bad, q, mode="fp8", row_band=True).ok

@@ -514,3 +514,13 @@ def test_a_result_that_misses_a_shape_of_its_op_is_not_current(tmp_path):
     recorded(small)
     assert covers_shapes(k, "cpu", "small")
     assert not covers_shapes(k, "cuda", "all")  # no GPU result at all
+
+
+def test_kernel_paths_take_one_op_or_a_comma_list():
+    from aka.kb.verify import kernel_paths
+    from aka.problem import REPO_ROOT
+    root = REPO_ROOT / "knowledge_base"
+    one = {p.parent.name for p in kernel_paths(root, "softmax")}
+    two = {p.parent.name for p in kernel_paths(root, "fused_moe,prefill_attention")}
+    assert one == {"softmax"} and two == {"fused_moe", "prefill_attention"}
+    assert len(kernel_paths(root, "fused_moe,prefill_attention")) == 4

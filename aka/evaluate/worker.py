@@ -357,7 +357,7 @@ class Worker:
             if why:
                 raise StageFailure("incorrect", why, stage)
             try:
-                worst, _ = cmp.compare_outputs(out_c, out_r, self.meta)
+                worst, _ = cmp.compare_outputs(out_c, out_r, self.meta, outliers=outliers)
                 prints.append((fingerprint(out_c), fingerprint(out_r)))
             finally:
                 poison(out_r)  # before the candidate runs again: freed memory holds no answers

@@ -48,7 +48,7 @@ def add_parser(sub) -> None:
     v = ks.add_parser("verify", help="evaluate every kernel and write <kernel>.results.json")
     common(v)
     v.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="cpu: small shapes under the interpreter")
-    v.add_argument("--op", default=None, help="only kernels of this op")
+    v.add_argument("--op", default=None, help="only kernels of this op (or of a comma list of ops)")
     v.add_argument("--force", action="store_true", help="re-run kernels whose result is current")
     v.add_argument("--shapes", default=None, help="shape ids, 'first', 'small' or 'all' (default: cpu small, cuda all)")
     v.add_argument("--timeout", type=float, default=900.0, help="seconds per kernel evaluation")

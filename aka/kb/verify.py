@@ -22,7 +22,9 @@ SHAPE_KEYS = ("id", "label", "correct", "time_us", "sol_us", "sol_fraction", "so
 
 
 def kernel_paths(root: Path, op: str | None = None) -> list[Path]:
-    return [p for p in kb_files(root) if p.suffix == ".py" and (op is None or p.parent.name == op)]
+    """The kernel files, of one op or a comma list of ops when `op` is given."""
+    ops = None if op is None else set(op.split(","))
+    return [p for p in kb_files(root) if p.suffix == ".py" and (ops is None or p.parent.name in ops)]
 
 
 def results_path(kernel: Path) -> Path:
