@@ -435,3 +435,26 @@ def test_confirmation_remeasures_both_at_once_timing_only():
     assert sorted(calls) == [("c1", True), ("c1", True), ("c2", True), ("c2", True)]
     assert peak[0] == 2, "challenger and incumbent must be re-measured at the same time"
     assert events[-1][0] == "confirm" and events[-1][1]["challenger"] == [0.61, 0.62, 0.615]
+
+
+def test_offline_proposer_starts_from_the_best_kernel_the_knowledge_base_measured():
+    """On a GPU the first proposals are the families with a current recorded result over the task's
+    shapes, best objective first; on the CPU (no timings recorded) they stay in file order."""
+    from types import SimpleNamespace
+
+    from aka.agent.offline import recorded_objective
+    problem = load_problem("gelu_and_mul")
+    kb = REPO_ROOT / "knowledge_base" / "kernels"
+    task = task_shapes(problem, "all", "cuda", 65536)
+    rec = {p.stem: recorded_objective(p, "gelu_and_mul", "cuda:0", task.ids, task.weights)
+           for p in sorted((kb / "gelu_and_mul").glob("*.py"))}
+    assert all(v is not None for v in rec.values()), rec  # knowledge_base/KERNELS_H200.md's results
+    best_first = sorted(rec, key=lambda k: -rec[k])
+    assert recorded_objective(kb / "gelu_and_mul" / "rowmajor.py", "silu_and_mul", "cuda", task.ids, task.weights) is None
+
+    def first(device, n):
+        t = task_shapes(problem, "all", device, 65536)
+        ctx = SimpleNamespace(problem=problem, task=t, device=device, history=[], parent=None)
+        return [p.meta["offline"]["family"].rsplit("/", 1)[1] for p in OfflineProposer(problem, kb).propose(ctx, n)]
+    assert first("cuda", 3) == best_first
+    assert first("cpu", 3) == sorted(rec)  # file order

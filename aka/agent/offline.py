@@ -6,7 +6,11 @@ carries its defaults in the one-line `AKA_PARAMS = {...}` (knowledge_base/README
 the search is (family, params), instantiated by rewriting that line.
 
 The search, one point per proposal, never the same point twice:
-1. Until something passes: each family at its defaults, in file order.
+1. Until something passes: each family at its defaults, best recorded first: the families whose
+   `aka kb verify` result on this kind of device is current and passing and covers the task's
+   shapes, by that result's objective over the task's shapes (the knowledge base has measured
+   them: the search starts from its best); then the rest in file order (on the CPU, where no
+   result carries timings, file order throughout).
 2. Then coordinate moves around the best point of the focus family (the parent's family unless a
    dropout moved the focus): one parameter one step along its declared list. Moves are ranked by
    the parent's roofline signal:
@@ -148,6 +152,28 @@ def guidance(result, task) -> tuple[str, str]:
     return "large-mem", f"memory-bound, weakest at large shape {worst.id} (sol {worst.sol_fraction:.2f}): more bytes in flight"
 
 
+def recorded_objective(kernel: Path, op: str, device: str, shape_ids: list[str],
+                       weights: dict[str, float]) -> float | None:
+    """The importance-weighted geomean of sol_fraction over `shape_ids` of `op` that the kernel's
+    current, passing `aka kb verify` result on `device`'s kind records (timed by today's method);
+    None without one covering them all, or when the kernel is another op's (a category match)."""
+    from aka.evaluate.stats import geomean
+    from aka.kb.verify import kernel_op, read_results, source_hash
+    kind = device.split(":")[0]
+    e = read_results(kernel).get("devices", {}).get(kind) or {}
+    if kernel_op(kernel) != op or e.get("status") != "pass" or e.get("source_hash") != source_hash(kernel):
+        return None
+    if kind != "cpu":
+        from aka.evaluate.timing import BASELINE_METHOD
+        if e.get("timing_method") != BASELINE_METHOD:
+            return None
+    by_id = {str(s.get("id")): s.get("sol_fraction") for s in e.get("shapes") or []}
+    vals = [by_id.get(i) for i in shape_ids]
+    if not shape_ids or any(v is None or v <= 0 for v in vals):
+        return None
+    return geomean(vals, [weights.get(i, 1.0) for i in shape_ids])
+
+
 class OfflineProposer:
     def __init__(self, problem: Problem, kernels_dir: str | Path | None = None):
         self.kernels_dir = Path(kernels_dir) if kernels_dir else REPO_ROOT / "knowledge_base" / "kernels"
@@ -156,6 +182,8 @@ class OfflineProposer:
         self.name = "offline"
         self.focus: str | None = None
         self._switch = False
+        self._ranked: list[Family] | None = None
+        self.recorded: dict[str, float] = {}  # family id -> recorded objective on the task
         where = {"op": f"for {problem.name}", "category": f"of category {problem.category} (none for {problem.name})",
                  "none": f"for {problem.name}: none found"}[self.how]
         self.banner = (f"offline proposer: no LLM; searching {len(self.families)} knowledge-base kernels {where} "
@@ -192,8 +220,20 @@ class OfflineProposer:
         for _, _, _, name, value, cur in ranked:
             yield {**params, name: value}, f"{name} {cur} -> {value}"
 
+    def _by_record(self, ctx: RoundContext) -> list[Family]:
+        """The families, those with a recorded objective for this task first (best first)."""
+        if self._ranked is None:
+            scored = {f.id: recorded_objective(f.path, ctx.problem.name, ctx.device, ctx.task.ids, ctx.task.weights)
+                      for f in self.families}
+            self.recorded = {k: v for k, v in scored.items() if v is not None}
+            order = sorted(range(len(self.families)),
+                           key=lambda i: (self.families[i].id not in self.recorded,
+                                          -self.recorded.get(self.families[i].id, 0.0), i))
+            self._ranked = [self.families[i] for i in order]
+        return self._ranked
+
     def _queue(self, ctx: RoundContext, tried: set, passing: list):
-        untried_fams = [f for f in self.families if _key(f.id, f.defaults) not in tried]
+        untried_fams = [f for f in self._by_record(ctx) if _key(f.id, f.defaults) not in tried]
         if not passing:
             for f in untried_fams:
                 yield f, dict(f.defaults), None, "defaults (nothing passes yet)"
