@@ -458,3 +458,22 @@ def test_offline_proposer_starts_from_the_best_kernel_the_knowledge_base_measure
         return [p.meta["offline"]["family"].rsplit("/", 1)[1] for p in OfflineProposer(problem, kb).propose(ctx, n)]
     assert first("cuda", 3) == best_first
     assert first("cpu", 3) == sorted(rec)  # file order
+
+
+def test_no_round_starts_that_would_end_past_the_wall_budget():
+    """Optimizer.check_limits forecasts the next round as the longest of the last three."""
+    from types import SimpleNamespace
+
+    from aka.agent.loop import BudgetStop, Optimizer
+    from aka.llm.budget import Budget
+    budget = Budget(max_wall_s=100.0)
+    budget._t0 -= 60.0  # 60 s used
+    stub = SimpleNamespace(cfg=SimpleNamespace(budget=SimpleNamespace(iterations=10),
+                                               stop=SimpleNamespace(stall_rounds=5)),
+                           budget=budget, state=SimpleNamespace(stall=0), round_s=[])
+    Optimizer.check_limits(stub, 2)              # no round measured yet: nothing to forecast
+    stub.round_s = [50.0, 20.0, 30.0, 35.0]      # the last three: longest 35 s -> ends at 95 s
+    Optimizer.check_limits(stub, 2)
+    stub.round_s.append(45.0)                    # 60 + 45 > 100
+    with pytest.raises(BudgetStop, match=r"max_wall_s=100 would be passed by another round \(~45 s"):
+        Optimizer.check_limits(stub, 2)

@@ -26,7 +26,7 @@ class BudgetConfig:
     max_input_tokens: int | None = None
     max_output_tokens: int | None = None
     max_cost_usd: float | None = 20.0     # a guard against a runaway loop, not a target
-    max_wall_s: float | None = None       # whole run, evaluations included (resumes add up)
+    max_wall_s: float | None = None       # whole run, evaluations included (resumes add up); no round starts that would pass it
 
 
 @dataclass

@@ -51,6 +51,7 @@ class Optimizer:
                                    sandbox=SandboxConfig(timeout_s=cfg.eval.timeout_s,
                                                          idle_timeout_s=cfg.eval.idle_timeout_s))
         self.t0 = time.monotonic()
+        self.round_s: list[float] = []  # wall seconds of this session's rounds (the wall budget's forecast)
 
     # -- events -----------------------------------------------------------------------------
     def emit(self, type_: str, **data) -> dict:
@@ -111,6 +112,15 @@ class Optimizer:
         over = self.budget.exceeded()
         if over is not None:
             raise BudgetStop(str(over))
+        limit = self.budget.max_wall_s
+        if limit is not None and self.round_s:
+            # A round is not started when it would end past the wall budget: the longest of the
+            # last three (rounds of 8 ops sharing one GPU took 100+ s, and a budget checked only
+            # between rounds overran 320 s by up to 127 s in session 8's sweep).
+            need, used = max(self.round_s[-3:]), self.budget.elapsed_s()
+            if used + need > limit:
+                raise BudgetStop(f"budget: max_wall_s={limit:g} would be passed by another round "
+                                 f"(~{need:.0f} s, the longest recent one; {used:.0f} s used)")
         if self.state.stall >= self.cfg.stop.stall_rounds:
             raise Stalled(f"no accepted improvement in {self.state.stall} rounds (stop.stall_rounds)")
 
@@ -118,6 +128,7 @@ class Optimizer:
         st = self.state
         r = st.round + 1
         self.check_limits(r)
+        t_round = time.monotonic()
         ctx = self.context(r)
         self.emit("round_start", round=r, parent=ctx.parent.id if ctx.parent else None,
                   dropout=ctx.dropout.to_json() if ctx.dropout else None)
@@ -155,6 +166,7 @@ class Optimizer:
                     self.evaluate(c)
                     improved = self.decide(c) or improved
                 self.store.save_candidate(c)
+        self.round_s.append(time.monotonic() - t_round)
         self.finish_round(r, this_round, improved)
 
     def finish_round(self, r: int, this_round: list[Candidate], improved: bool) -> None:
