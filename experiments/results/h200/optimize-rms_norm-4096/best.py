@@ -10,9 +10,12 @@ params:
   max_warps: [4, 8, 16]
 summary: The whole row in registers, fp32 statistics, several rows per program for short decode batches.
 ---
-One program per ROWS_PER_PROG rows (one row per program from 4096 rows or 4096-wide rows up).
-Measured on the H200 (bench/results/h200/MEASUREMENT.md, 2026-11-30): 32768x4096 at 0.84 of the
-datasheet memory roofline, 13x eager and 1.09x torch.compile.
+One program per row, or per ROWS_PER_PROG rows when there are rows enough for every SM to get
+four programs even so (and rows are short and fewer than 4096). `aka kb verify` on the H200
+(session 5) showed why: with 4 rows per program, 128x2048, 128x1536 and 256x512 ran as 32-64
+programs in 4.6-4.8 us, against 2.0 us for 32x4096 at one row per program and ~2.2 us for
+torch.compile. Several rows per program only pay where one row per program would leave a long
+tail of tiny programs.
 """
 import torch
 import torch.nn as nn
@@ -47,7 +50,10 @@ class ModelNew(nn.Module):
         y = torch.empty_like(x2)
         n_rows, n_cols = x2.shape
         block = triton.next_power_of_2(n_cols)
-        rows = 1 if (n_rows >= 4096 or block >= 4096) else AKA_PARAMS["ROWS_PER_PROG"]
+        rows = AKA_PARAMS["ROWS_PER_PROG"]
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 132
+        if n_rows >= 4096 or block >= 4096 or n_rows < 4 * sms * rows:
+            rows = 1
         warps = min(AKA_PARAMS["max_warps"], max(1, block // 512))
         _rms_norm_rows[(triton.cdiv(n_rows, rows),)](x2, weight, y, n_rows, n_cols, x2.stride(0), y.stride(0),
                                                      self.eps, BLOCK=block, ROWS=rows, num_warps=warps)

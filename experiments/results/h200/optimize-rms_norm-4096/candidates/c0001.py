@@ -1,53 +1,43 @@
 """
 ---
-id: kernels/rms_norm/chunked_loop
+id: kernels/rms_norm/rowwise
 op: rms_norm
 category: Normalization
 dtypes: [bfloat16]
-techniques: [chunked-reduction, two-pass-l2-resident, fp32-accumulation, single-rounding, vectorized-access, int64-indexing]
+techniques: [one-pass-reduction, multi-row-per-program, vectorized-access]
 params:
-  CHUNK: [1024, 2048, 4096, 8192]
+  ROWS_PER_PROG: [1, 2, 4, 8]
   max_warps: [4, 8, 16]
-summary: One program per row looping over the row in CHUNK-wide pieces; pass 1 accumulates per-lane sums of squares, pass 2 re-reads the row (an L2 hit) to scale and store. Register use is bounded by CHUNK, not by H.
+summary: The whole row in registers, fp32 statistics, several rows per program for short decode batches.
 ---
-Design. For rows wider than a register-resident tile (H > 16384: vocab-sized or unsharded MLP
-widths) the row cannot stay in registers without spills. This family fixes the live state at
-one CHUNK of fp32 values whatever H is: pass 1 streams the row and accumulates x^2 per lane in
-a [CHUNK] fp32 vector (one cross-warp reduction at the end, not one per chunk); pass 2 streams
-the row again with the weight chunk, scales and stores. The second read hits L2 while the rows
-in flight fit (132 SMs x a few rows x 2H bytes: 8.6 MB at H = 16384, against 60 MiB of L2);
-pass-1 loads ask to stay in L2 (evict_last), pass-2 loads and the stores are marked evict_first.
-On the benchmark's widths (512-8192) a CHUNK >= H makes each loop one trip, so the cost over the
-row-in-registers family is the L2 re-read; CHUNK < H splits the row. Dividing by H (not by the
-padded width) keeps odd widths exact. Row offsets int64.
-num_warps = min(max_warps, chunk / 256).
+One program per row, or per ROWS_PER_PROG rows when there are rows enough for every SM to get
+four programs even so (and rows are short and fewer than 4096). `aka kb verify` on the H200
+(session 5) showed why: with 4 rows per program, 128x2048, 128x1536 and 256x512 ran as 32-64
+programs in 4.6-4.8 us, against 2.0 us for 32x4096 at one row per program and ~2.2 us for
+torch.compile. Several rows per program only pay where one row per program would leave a long
+tail of tiny programs.
 """
 import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
 
-AKA_PARAMS = {'CHUNK': 4096, 'max_warps': 8}  # set by the offline proposer
+AKA_PARAMS = {'ROWS_PER_PROG': 4, 'max_warps': 16}  # set by the offline proposer
 
 
 @triton.jit
-def _rms_norm_chunked(x_ptr, w_ptr, y_ptr, n_cols, stride_x, stride_y, eps, CHUNK: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    xr = x_ptr + row * stride_x
-    yr = y_ptr + row * stride_y
-    offs = tl.arange(0, CHUNK)
-    acc = tl.zeros([CHUNK], dtype=tl.float32)
-    for start in range(0, n_cols, CHUNK):
-        cols = start + offs
-        x = tl.load(xr + cols, mask=cols < n_cols, other=0.0, eviction_policy="evict_last").to(tl.float32)
-        acc += x * x
-    rstd = tl.rsqrt(tl.sum(acc, axis=0) / n_cols + eps)
-    for start in range(0, n_cols, CHUNK):
-        cols = start + offs
-        m = cols < n_cols
-        x = tl.load(xr + cols, mask=m, other=0.0, eviction_policy="evict_first").to(tl.float32)
-        w = tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)
-        tl.store(yr + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=m, eviction_policy="evict_first")
+def _rms_norm_rows(x_ptr, w_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y, eps,
+                   BLOCK: tl.constexpr, ROWS: tl.constexpr):
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    cmask = cols < n_cols
+    w = tl.load(w_ptr + cols, mask=cmask, other=0.0).to(tl.float32)
+    for r in tl.static_range(ROWS):
+        row = pid * ROWS + r
+        if row < n_rows:
+            x = tl.load(x_ptr + row.to(tl.int64) * stride_x + cols, mask=cmask, other=0.0).to(tl.float32)
+            rstd = tl.math.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+            tl.store(y_ptr + row.to(tl.int64) * stride_y + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=cmask)
 
 
 class ModelNew(nn.Module):
@@ -56,11 +46,15 @@ class ModelNew(nn.Module):
         self.eps = eps
 
     def forward(self, x, weight):
-        h = x.shape[-1]
-        x2 = x.reshape(-1, h)
-        y = torch.empty((x2.shape[0], h), dtype=x.dtype, device=x.device)
-        chunk = min(AKA_PARAMS["CHUNK"], triton.next_power_of_2(h))  # no all-masked lanes on narrow rows
-        warps = min(AKA_PARAMS["max_warps"], max(2, chunk // 256))  # >= 8 fp32 per thread per chunk
-        _rms_norm_chunked[(x2.shape[0],)](x2, weight, y, h, x2.stride(0), y.stride(0), self.eps, CHUNK=chunk,
-                                          num_warps=warps)
-        return y.view(x.shape)
+        x2 = x.reshape(-1, x.shape[-1])
+        y = torch.empty_like(x2)
+        n_rows, n_cols = x2.shape
+        block = triton.next_power_of_2(n_cols)
+        rows = AKA_PARAMS["ROWS_PER_PROG"]
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 132
+        if n_rows >= 4096 or block >= 4096 or n_rows < 4 * sms * rows:
+            rows = 1
+        warps = min(AKA_PARAMS["max_warps"], max(1, block // 512))
+        _rms_norm_rows[(triton.cdiv(n_rows, rows),)](x2, weight, y, n_rows, n_cols, x2.stride(0), y.stride(0),
+                                                     self.eps, BLOCK=block, ROWS=rows, num_warps=warps)
+        return y.view_as(x)

@@ -27,7 +27,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-AKA_PARAMS = {'CHUNK': 2048, 'max_warps': 4}  # set by the offline proposer
+AKA_PARAMS = {'CHUNK': 4096, 'max_warps': 8}  # set by the offline proposer
 
 
 @triton.jit
