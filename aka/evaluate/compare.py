@@ -21,7 +21,7 @@ MoE) takes an element's rtol against the largest reference magnitude in its row 
 instead of its own. Outliers make dot products whose terms are 50x larger cancel to ordinary
 results, and rounding error follows the terms, not the result: an implementation the op declares
 valid (fused_moe with fp32 intermediates) put 1151 of 65536 elements outside the per-element band
-at relative norm error 4e-3 (tests/test_compare.py has the case). The norm check is unchanged,
+at relative norm error 4e-3 (tests/test_outlier_band.py has the case). The norm check is unchanged,
 so systematic errors still fail, and the correctness stage keeps the per-element band.
 """
 from __future__ import annotations
