@@ -183,7 +183,6 @@ class OfflineProposer:
         self.focus: str | None = None
         self._switch = False
         self._ranked: list[Family] | None = None
-        self.recorded: dict[str, float] = {}  # family id -> recorded objective on the task
         where = {"op": f"for {problem.name}", "category": f"of category {problem.category} (none for {problem.name})",
                  "none": f"for {problem.name}: none found"}[self.how]
         self.banner = (f"offline proposer: no LLM; searching {len(self.families)} knowledge-base kernels {where} "
@@ -223,12 +222,9 @@ class OfflineProposer:
     def _by_record(self, ctx: RoundContext) -> list[Family]:
         """The families, those with a recorded objective for this task first (best first)."""
         if self._ranked is None:
-            scored = {f.id: recorded_objective(f.path, ctx.problem.name, ctx.device, ctx.task.ids, ctx.task.weights)
-                      for f in self.families}
-            self.recorded = {k: v for k, v in scored.items() if v is not None}
-            order = sorted(range(len(self.families)),
-                           key=lambda i: (self.families[i].id not in self.recorded,
-                                          -self.recorded.get(self.families[i].id, 0.0), i))
+            scored = [recorded_objective(f.path, ctx.problem.name, ctx.device, ctx.task.ids, ctx.task.weights)
+                      for f in self.families]
+            order = sorted(range(len(self.families)), key=lambda i: (scored[i] is None, -(scored[i] or 0.0), i))
             self._ranked = [self.families[i] for i in order]
         return self._ranked
 
