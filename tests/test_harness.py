@@ -193,7 +193,7 @@ def test_fingerprint_reads_its_tensors_without_changing_them():
     then no longer matched the repeat run)."""
     import torch
 
-    from aka.evaluate.worker import fingerprint
+    from aka.evaluate.tensors import fingerprint
     ids = torch.arange(40, dtype=torch.int64).reshape(4, 10) * 7
     keep = ids.clone()
     a = fingerprint(ids)
@@ -541,7 +541,7 @@ def test_outlier_injection_is_cheap_seeded_and_scales_a_thousandth_of_the_elemen
     took 18 s on the host inside a shared GPU hold)."""
     import torch
 
-    from aka.evaluate.worker import inject_outliers
+    from aka.evaluate.tensors import inject_outliers
 
     def inputs():
         return {"x": torch.ones(100_000), "w": torch.ones(1000), "ids": torch.arange(10)}

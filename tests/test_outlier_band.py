@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from aka.evaluate import compare as cmp
 from aka.evaluate.loader import ProblemRuntime, call
-from aka.evaluate.worker import inject_outliers
+from aka.evaluate.tensors import inject_outliers
 from aka.problem import load_problem
 
 

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from aka.evaluate.result import EvalResult
+from aka.evaluate.spec import EvalSpec, Settings, ShapeSpec
 from aka.evaluate.sandbox import SandboxConfig, run_worker
 from aka.evaluate.static import check_source
 from aka.problem import REPO_ROOT, Problem, ProblemError, load_problem
@@ -31,6 +32,7 @@ class EvalConfig:
     ncu: bool = False              # Nsight Compute pass on one shape (GPU only)
     ncu_shape: str | None = None
     seed: int | None = None        # None: a fresh random seed per evaluation
+    runner_user: str = "auto"      # "auto": the runner as an unprivileged user when aka runs as root; "same"
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
 
 
@@ -95,20 +97,8 @@ def evaluate(problem: Problem | str | Path, candidate: str | Path, *, shapes=Non
         base.reason = "[static] " + report.summary()
         base.notes = [str(v) for v in report.violations]
         return _finish(base, prob, selected)
-    seed = cfg.seed if cfg.seed is not None else int.from_bytes(os.urandom(4), "little") % (2**31 - 10**6)
-    spec = {
-        "problem": prob.worker_spec(),
-        "shapes": [dict(s.to_json(), label=s.label()) for s in selected],
-        "device": device,
-        "candidate_name": str(candidate),
-        "model_class": report.model_class,
-        "kernels": report.kernels,
-        "config": {k: v for k, v in asdict(cfg).items() if k not in ("sandbox", "device")} | {"seed": seed},
-    }
-    files = [prob.reference_path] + ([prob.input_path] if prob.input_path else [])
-    spec["problem"]["source_hash"] = _hash_paths(files)
-    spec["config"]["baseline_cache"] = str(_cache_root() / "baselines")
-    spec["config"]["gpu_lock"] = str(_cache_root() / "locks")
+    spec, files = build_spec(prob, selected, device, cfg, candidate_name=str(candidate),
+                             model_class=report.model_class, kernels=report.kernels)
     res = run_worker(spec, source, files, cfg.sandbox, on_progress=on_progress)
     res.candidate = str(candidate)
     res.stages_run = ["static"] + res.stages_run
@@ -116,6 +106,23 @@ def evaluate(problem: Problem | str | Path, candidate: str | Path, *, shapes=Non
     if cfg.ncu and res.status == "pass" and device.startswith("cuda"):
         _attach_ncu(res, spec, source, cfg)
     return res
+
+
+def build_spec(prob: Problem, selected, device: str, cfg: EvalConfig, *, mode: str = "candidate",
+               candidate_name: str = "candidate.py", model_class=None, kernels=()) -> tuple[EvalSpec, list[Path]]:
+    """The one typed spec of an evaluation (aka/evaluate/spec.py) and the problem files it hashes."""
+    seed = cfg.seed if cfg.seed is not None else int.from_bytes(os.urandom(4), "little") % (2**31 - 10**6)
+    files = [prob.reference_path] + ([prob.input_path] if prob.input_path else [])
+    settings = Settings(draws=cfg.draws, outliers=cfg.outliers, outlier_frac=cfg.outlier_frac,
+                        outlier_scale=cfg.outlier_scale, timing=cfg.timing, checks=cfg.checks,
+                        baselines=cfg.baselines, fresh_baselines=cfg.fresh_baselines, seed=seed,
+                        baseline_cache=str(_cache_root() / "baselines"), gpu_lock=str(_cache_root() / "locks"),
+                        runner_user=cfg.runner_user)
+    spec = EvalSpec(problem=dict(prob.worker_spec(), source_hash=_hash_paths(files)),
+                    shapes=tuple(ShapeSpec.from_case(dict(s.to_json(), label=s.label())) for s in selected),
+                    device=device, mode=mode, candidate_name=candidate_name, model_class=model_class,
+                    kernels=tuple(kernels or ()), settings=settings)
+    return spec, files
 
 
 def _cache_root() -> Path:
@@ -130,7 +137,7 @@ def _hash_paths(paths) -> str:
     return h.hexdigest()[:16]
 
 
-def _attach_ncu(res: EvalResult, spec: dict, source: str, cfg: EvalConfig) -> None:
+def _attach_ncu(res: EvalResult, spec: EvalSpec, source: str, cfg: EvalConfig) -> None:
     """Nsight Compute metrics for one shape (default: the one with the most bytes)."""
     from aka.evaluate.ncu_run import profile_shape
     shapes = {s.id: s for s in res.shapes}
@@ -171,17 +178,7 @@ def evaluate_baselines(problem: Problem | str | Path, *, shapes=None, config: Ev
     prob = problem if isinstance(problem, Problem) else load_problem(problem)
     device = resolve_device(cfg.device)
     selected = prob.select(shapes)
-    files = [prob.reference_path] + ([prob.input_path] if prob.input_path else [])
-    seed = cfg.seed if cfg.seed is not None else int.from_bytes(os.urandom(4), "little") % (2**31 - 10**6)
-    spec = {
-        "mode": "baselines",
-        "problem": dict(prob.worker_spec(), source_hash=_hash_paths(files)),
-        "shapes": [dict(s.to_json(), label=s.label()) for s in selected],
-        "device": device, "candidate_name": "<baselines>", "kernels": [],
-        "config": {k: v for k, v in asdict(cfg).items() if k not in ("sandbox", "device")}
-        | {"seed": seed, "baseline_cache": str(_cache_root() / "baselines"),
-           "gpu_lock": str(_cache_root() / "locks")},
-    }
+    spec, files = build_spec(prob, selected, device, cfg, mode="baselines", candidate_name="<baselines>")
     res = run_worker(spec, "", files, cfg.sandbox, on_progress=on_progress)
     res.candidate = "<baselines>"
     return _finish(res, prob, selected)

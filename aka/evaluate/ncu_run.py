@@ -6,7 +6,6 @@ forward makes, from the main evaluation) are the steady-state ones summarised he
 """
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 import tempfile
@@ -16,17 +15,17 @@ from aka.evaluate.ncu import run_ncu, summarize_ncu
 from aka.evaluate.sandbox import scrubbed_env
 
 
-def profile_shape(spec: dict, source: str, shape_id: str, launches_per_forward: int,
+def profile_shape(spec, source: str, shape_id: str, launches_per_forward: int,
                   min_bytes: float | None, timeout_s: float = 300.0) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="aka-ncu-"))
     try:
         cand = tmp / "candidate.py"
         cand.write_text(source)
-        one = dict(spec, candidate=str(cand), shapes=[s for s in spec["shapes"] if s["id"] == shape_id])
-        (tmp / "spec.json").write_text(json.dumps(one))
+        one = spec.with_(candidate=str(cand), shapes=tuple(s for s in spec.shapes if s.id == shape_id))
+        (tmp / "spec.json").write_text(one.dumps())
         env = scrubbed_env({"HOME": str(tmp)})
-        argv = [sys.executable, "-m", "aka.evaluate.worker", str(tmp / "spec.json"), "ncu"]
-        out = run_ncu(argv, list(spec.get("kernels", [])), timeout_s, env=env, min_bytes=min_bytes)
+        argv = [sys.executable, "-m", "aka.evaluate.ncu_target", str(tmp / "spec.json")]
+        out = run_ncu(argv, list(spec.kernels), timeout_s, env=env, min_bytes=min_bytes)
         launches = out.pop("per_launch", None)
         if launches and launches_per_forward:
             tail = launches[-launches_per_forward:]

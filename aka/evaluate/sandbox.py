@@ -101,27 +101,30 @@ def trusted_files(problem_files: list[Path]) -> list[Path]:
         + [p for p in problem_files if p]
 
 
-def run_worker(spec: dict, candidate_source: str, problem_files: list[Path],
+def run_worker(spec, candidate_source: str, problem_files: list[Path],
                cfg: SandboxConfig | None = None, on_progress=None) -> EvalResult:
+    """Run the judge (which starts the runner) on `spec` (an EvalSpec) and return its result."""
     cfg = cfg or SandboxConfig()
-    tmp = Path(tempfile.mkdtemp(prefix="aka-eval-"))
+    tmp = Path(tempfile.mkdtemp(prefix="aka-eval-"))  # the judge's: 0700, the runner cannot read it
+    rdir = Path(tempfile.mkdtemp(prefix="aka-run-"))  # the runner's: the only place it may write
     files = trusted_files(problem_files)
     before = hash_files(files)
     t_start = time.perf_counter()
     try:
         (tmp / "home").mkdir()
-        cand = tmp / "candidate.py"
+        (rdir / "home").mkdir()
+        cand = rdir / "candidate.py"
         cand.write_text(candidate_source)
-        spec = dict(spec, candidate=str(cand))
-        (tmp / "spec.json").write_text(json.dumps(spec))
-        extra = {"HOME": str(tmp / "home"), "TMPDIR": str(tmp)}
-        if spec.get("device", "cpu") == "cpu":
+        spec = spec.with_(candidate=str(cand))
+        (tmp / "spec.json").write_text(spec.dumps())
+        extra = {"HOME": str(tmp / "home"), "TMPDIR": str(tmp), "AKA_RUNNER_DIR": str(rdir)}
+        if spec.device == "cpu":
             extra["TRITON_INTERPRET"] = "1"
             extra["CUDA_VISIBLE_DEVICES"] = ""
         r, w = os.pipe()
         out_f, err_f = open(tmp / "stdout.txt", "wb"), open(tmp / "stderr.txt", "wb")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "aka.evaluate.worker", str(tmp / "spec.json"), str(w)],
+            [sys.executable, "-m", "aka.evaluate.judge", str(tmp / "spec.json"), str(w)],
             cwd=tmp, env=scrubbed_env(extra), stdin=subprocess.DEVNULL, stdout=out_f, stderr=err_f,
             pass_fds=(w,), start_new_session=True)
         os.close(w)
@@ -130,7 +133,7 @@ def run_worker(spec: dict, candidate_source: str, problem_files: list[Path],
         err_f.close()
         elapsed = time.perf_counter() - t_start
         if result is None:
-            result = _death_result(proc.returncode, killed, cfg, tmp, spec)
+            result = _death_result(proc.returncode, killed, cfg, tmp, spec.problem["name"], spec.device)
         result.stdout_tail = _tail(tmp / "stdout.txt")
         result.stderr_tail = _tail(tmp / "stderr.txt")
         result.wall_s["total_s"] = round(elapsed, 3)
@@ -141,6 +144,7 @@ def run_worker(spec: dict, candidate_source: str, problem_files: list[Path],
     finally:
         if not cfg.keep_dir:
             shutil.rmtree(tmp, ignore_errors=True)
+            shutil.rmtree(rdir, ignore_errors=True)
 
 
 def _pump(proc, fd, cfg, on_progress):
@@ -222,9 +226,8 @@ def _kill_group(proc) -> None:
         pass
 
 
-def _death_result(code, killed, cfg, tmp: Path, spec: dict) -> EvalResult:
+def _death_result(code, killed, cfg, tmp: Path, name: str, device: str) -> EvalResult:
     err = _tail(tmp / "stderr.txt", 1500)
-    name = spec["problem"]["name"]
     during = ""
     if killed and killed.startswith(" [during"):
         during, killed = killed, None
@@ -233,7 +236,7 @@ def _death_result(code, killed, cfg, tmp: Path, spec: dict) -> EvalResult:
         during = " [during" + during
     if killed:
         killed += during
-        return EvalResult(status="timeout", reason=killed, problem=name, device=spec.get("device", "cpu"))
+        return EvalResult(status="timeout", reason=killed, problem=name, device=device)
     if code is not None and code < 0:
         try:
             sig = signal.Signals(-code).name
@@ -247,7 +250,7 @@ def _death_result(code, killed, cfg, tmp: Path, spec: dict) -> EvalResult:
     if "out of memory" in low or "memoryerror" in low or "cannot allocate" in low:
         why += " (out of memory)"
     return EvalResult(status="crashed", reason=why + (f": {err.strip().splitlines()[-1]}" if err.strip() else ""),
-                      problem=name, device=spec.get("device", "cpu"))
+                      problem=name, device=device)
 
 
 def _tail(path: Path, n: int = 2000) -> str:

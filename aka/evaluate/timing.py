@@ -35,6 +35,7 @@ from pathlib import Path
 import torch
 
 from aka.evaluate.loader import call
+from aka.evaluate.result import StageFailure
 from aka.evaluate.stats import median_ci
 
 ROUNDS = 5
@@ -92,6 +93,22 @@ class Impl:
 
     def __call__(self, inputs):
         return call(self.model, inputs)
+
+
+class RemoteImpl(Impl):
+    """The candidate as the judge sees it: its runner calls, warms, prepares and samples it, and
+    every number it returns is a claim until the checked call agrees (_check_timed_output)."""
+
+    def __init__(self, client):
+        super().__init__("candidate", None)
+        self.client = client
+
+    def ask(self, op: str, **kw) -> dict:
+        from aka.evaluate.result import StageFailure
+        r = self.client.request(op, "timing", **kw)
+        if not r.get("ok"):
+            raise StageFailure(r.get("status", "runtime_error"), r.get("reason") or f"{op} failed", "timing")
+        return r
 
 
 # A spin on the GPU before each timed region, so the host has enqueued the work by the time the
@@ -176,6 +193,10 @@ class ShapeTimer:
                 pulse.start()
             try:
                 hold = contextlib.nullcontext() if gpu is None else gpu.shared("first_calls")
+                if isinstance(impl, RemoteImpl):
+                    with hold:
+                        impl.ask("time_first_calls")
+                    continue
                 with torch.no_grad(), hold:
                     for s in self.sets:
                         impl(s)
@@ -185,6 +206,8 @@ class ShapeTimer:
                             beat()
                             last = time.monotonic()
                     torch.cuda.synchronize()
+            except StageFailure:
+                raise
             except Exception as e:  # noqa: BLE001 - a baseline that cannot run is reported, not fatal
                 impl.error = f"{type(e).__name__}: {str(e)[:200]}"
             finally:
@@ -197,6 +220,10 @@ class ShapeTimer:
         for impl in self.impls:
             if impl.error:
                 continue
+            if isinstance(impl, RemoteImpl):
+                impl.ask("time_warm")
+                impl.warmed = True
+                continue
             try:
                 with torch.no_grad():
                     impl(self.sets[0])
@@ -207,6 +234,13 @@ class ShapeTimer:
                 impl.error = f"{type(e).__name__}: {str(e)[:200]}"
 
     def prepare(self, impl: Impl) -> None:
+        if isinstance(impl, RemoteImpl):
+            r = impl.ask("time_prepare")
+            impl.method, impl.estimate_us = r.get("method"), float(r.get("estimate_us") or 1.0)
+            impl.eager_call_us, impl.note = r.get("eager_call_us"), r.get("note")
+            impl.graph_calls = max(1, int(r.get("graph_calls") or 1))
+            impl.remote_graphed = r.get("method") == "cuda_graph"
+            return
         if not impl.warmed:
             with torch.no_grad():
                 for _ in range(3):  # compile, autotune, allocator warm-up
@@ -259,6 +293,7 @@ class ShapeTimer:
             outs = [impl(inp) for inp in sets]
         torch.cuda.synchronize()
         impl.graph, impl.graph_calls = g, len(sets)
+        impl.graph_outs = outs  # static graph memory, one output per set: refreshed by each replay
         impl.last_out = (len(sets) - 1, outs[-1])  # static graph memory: refreshed by each replay
         impl.graph.replay()
         torch.cuda.synchronize()
@@ -267,6 +302,10 @@ class ShapeTimer:
         impl.estimate_us = _event_time_us(g.replay, 3) / len(sets)
 
     def sample(self, impl: Impl, n: int) -> None:
+        if isinstance(impl, RemoteImpl):
+            got = impl.ask("time_sample", n=int(n)).get("samples") or []
+            impl.samples += [float(x) for x in got][:int(n)]
+            return
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         with torch.no_grad():
@@ -318,6 +357,8 @@ class ShapeTimer:
                 try:
                     self.prepare(impl)
                     live.append(impl)
+                except StageFailure:
+                    raise
                 except Exception as e:  # noqa: BLE001 - a baseline that cannot run is reported, not fatal
                     impl.error = f"{type(e).__name__}: {str(e)[:200]}"
             for r in range(ROUNDS):
@@ -332,7 +373,8 @@ class ShapeTimer:
         for impl in order:
             if impl.error and not impl.samples:
                 continue  # failed in an earlier round: dropped, reported
-            per_sample = max(impl.estimate_us, 1.0) * (impl.graph_calls if impl.graph is not None else 1)
+            graphed = impl.graph is not None or getattr(impl, "remote_graphed", False)
+            per_sample = max(impl.estimate_us, 1.0) * (impl.graph_calls if graphed else 1)
             n = int(TARGET_MS_PER_IMPL * 1000.0 / per_sample / ROUNDS)
             n = max(MIN_SAMPLES // ROUNDS, min(MAX_SAMPLES // ROUNDS, n))
             try:
@@ -382,127 +424,3 @@ def make_input_sets(rt, shape: dict, seed: int, l2_bytes: int, n: int | None = N
     return sets
 
 
-def _check_timed_output(worker, impl: Impl, ref, sets) -> None:
-    """The output of a call made while timed must be right too: a candidate that behaves while
-    checked and skips work while timed (call counting, graph-capture detection) fails here."""
-    from aka.evaluate import compare as cmp
-    from aka.evaluate.result import StageFailure
-    from aka.evaluate.worker import clone_out, poison
-    if impl.last_out is None:
-        return
-    idx, out = impl.last_out
-    got = clone_out(out)
-    with torch.no_grad():
-        want = call(ref, sets[idx])
-    torch.cuda.synchronize()
-    worst, _ = cmp.compare_outputs(got, want, worker.meta)
-    poison(want)
-    if not worst.ok:
-        raise StageFailure("incorrect", "output of a timed call is wrong (behaves differently while "
-                           "timed): " + worst.reason, "timing")
-
-
-def _baseline_cache_path(worker, shape) -> Path | None:
-    root = worker.cfg.get("baseline_cache")
-    if not root:
-        return None
-    env = worker.res.env
-    # BASELINE_METHOD names how baselines are made: a change of it re-measures them all.
-    key = json.dumps([BASELINE_METHOD, worker.spec["problem"].get("source_hash"), shape.to_spec.get("init_kwargs"),
-                      shape.to_spec.get("input_kwargs"), env.get("gpu"), env.get("torch"), env.get("triton")],
-                     sort_keys=True, default=str)
-    h = hashlib.sha256(key.encode()).hexdigest()[:20]
-    return Path(root) / f"{worker.spec['problem']['name']}-{shape.id}-{h}.json"
-
-
-def time_shapes(worker, shapes) -> None:
-    """Time candidate (and baselines) for every shape; fills the worker's ShapeResults."""
-    props = torch.cuda.get_device_properties(0)
-    l2 = int(getattr(props, "L2_cache_size", 50 << 20))
-    import torch._dynamo as _dynamo
-
-    from aka.evaluate.gpulock import NoLock
-    gpu = getattr(worker, "gpu", None) or NoLock()
-    for si, shape in enumerate(shapes):
-        worker.progress("timing", shape.id)
-        sr = worker.shape_results[shape.id]
-        baselines_only = worker.spec.get("mode") == "baselines"
-        with gpu.shared("build"):  # building modules moves weights to the GPU: not during another's timing
-            if baselines_only:
-                ref, cand = worker.rt.make_reference(shape.to_spec), None
-            else:
-                ref, cand = worker.build_candidate(shape.to_spec)
-        cache_path = _baseline_cache_path(worker, shape)
-        cached = None
-        if cache_path and cache_path.exists() and not worker.cfg.get("fresh_baselines"):
-            try:
-                cached = json.loads(cache_path.read_text())
-            except (OSError, json.JSONDecodeError):
-                cached = None
-        impls = [] if baselines_only else [Impl("candidate", cand)]
-        if worker.cfg.get("baselines", True) and cached is None:
-            # torch.compile as a fresh process meets this shape: dynamo's caches reset, so an
-            # earlier shape of the worker neither turns this one dynamic (automatic dynamic
-            # shapes) nor uses up its recompile limit; the default limit then bounds a
-            # value-dependent reference's recompiles, after which dynamo runs it eagerly.
-            _dynamo.reset()
-            impls += [Impl("eager", ref), Impl("compile", torch.compile(ref))]
-        # Inputs and warm-up share the GPU with other evaluations' checks, compilation (first
-        # calls) holds no lock, and only the timed rounds own the GPU (gpulock.py): parallel
-        # evaluations overlap all but the timing.
-        with gpu.shared("inputs"):
-            sets = make_input_sets(worker.rt, shape.to_spec, int(worker.cfg.get("seed", 0)) + 50_000 + 100 * si, l2,
-                                   between=gpu.breathe)
-            def stage(r, sets=sets, shape=shape, si=si):
-                """Round r's new values, made now; the returned call writes them into the sets."""
-                fresh = make_input_sets(worker.rt, shape.to_spec, int(worker.cfg.get("seed", 0)) + 90_000 + 1000 * r + 100 * si,
-                                        l2, n=len(sets), between=gpu.breathe)
-
-                def write():
-                    with torch.no_grad():
-                        for old, new in zip(sets, fresh):
-                            for k in refreshed_keys(old, worker.meta.get("mutates", [])):
-                                old[k].copy_(new[k])
-                return write
-            timer = ShapeTimer(impls, sets, l2, stage=stage)
-        timer.first_calls(beat=lambda sid=shape.id: worker.progress("timing", sid), gpu=gpu)
-        with gpu.shared("warm"):
-            timer.warm()
-        timer.run(gpu)
-        if not baselines_only:
-            with gpu.shared("timed_output"):
-                _check_timed_output(worker, impls[0], ref, sets)
-        res = {}
-        for impl in impls:
-            if impl.samples:
-                med, lo, hi = median_ci(impl.samples)
-                res[impl.name] = {"median_us": med, "ci_us": [lo, hi], "n": len(impl.samples),
-                                  "method": impl.method, "eager_call_us": impl.eager_call_us}
-            elif impl.error:
-                worker.res.notes.append(f"shape {shape.id}: {impl.name} not timed ({impl.error})")
-            if impl.note and impl.samples:
-                worker.res.notes.append(f"shape {shape.id}: {impl.name}: {impl.note}")
-            if impl.error and impl.samples:
-                worker.res.notes.append(f"shape {shape.id}: {impl.name}: {impl.error}")
-        c = res.get("candidate")
-        if c:
-            sr.time_us, sr.time_ci_us = c["median_us"], c["ci_us"]
-            sr.timing_method, sr.eager_call_us = c["method"], c["eager_call_us"]
-        base = cached or {k: v for k, v in res.items() if k in ("eager", "compile")}
-        if cached is None and cache_path and base:
-            cache_path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache_path.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(json.dumps(dict(base, measured_at=time.time())))
-            os.replace(tmp, cache_path)
-        sr.baseline_methods = {k: base[k].get("method") for k in ("eager", "compile") if k in base} or None
-        if "eager" in base:
-            sr.eager_us = base["eager"]["median_us"]
-        if "compile" in base:
-            sr.compile_us = base["compile"]["median_us"]
-        if sr.time_us:
-            sr.speedup_eager = sr.eager_us / sr.time_us if sr.eager_us else None
-            sr.speedup_compile = sr.compile_us / sr.time_us if sr.compile_us else None
-        worker.timing_detail = getattr(worker, "timing_detail", {})
-        worker.timing_detail[shape.id] = dict(res, baselines_cached=cached is not None)
-        del timer, sets, impls, ref, cand
-        torch.cuda.empty_cache()

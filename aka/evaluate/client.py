@@ -1,0 +1,95 @@
+"""The judge's handle on its runner: start it confined, send it commands, believe nothing it says
+about the verdict.
+
+The runner runs in the judge's process group (the parent kills both together), as an
+unprivileged user when the judge is root, and where the machine allows in its own mount and
+network namespaces: the whole file system read-only but its own directory, the knowledge base,
+the caches and the harness's records hidden under empty mounts, no network (sandbox.confine_command).
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from aka.evaluate.channel import Arena, Channel, ChannelClosed
+from aka.evaluate.result import StageFailure
+
+
+class RunnerClient:
+    def __init__(self, device: str, workdir: Path, env: dict, argv_prefix: list[str], confinement: dict,
+                 log_dir: Path):
+        self.device, self.workdir, self.log_dir = device, workdir, log_dir
+        self.confinement = confinement
+        mine, theirs = Channel.pair()
+        argv = argv_prefix + [sys.executable, "-m", "aka.evaluate.runner", str(theirs.fileno())]
+        self.out = open(log_dir / "runner.stdout", "wb")
+        self.err = open(log_dir / "runner.stderr", "wb")
+        self.proc = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=self.out,
+                                     stderr=self.err, pass_fds=(theirs.fileno(),))
+        theirs.close()
+        self.chan = mine
+        self.violations: list[str] = []
+
+    def request(self, op: str, stage: str, arena: Arena | None = None, **kw) -> dict:
+        """One command; a runner that died or broke the protocol is a crash of the candidate's."""
+        fds = list(arena.fds) if arena is not None else []
+        try:
+            self.chan.send(dict(kw, op=op, stage=stage), fds)
+            reply, extra = self.chan.recv(max_fds=0)
+        except (ChannelClosed, OSError) as e:
+            raise StageFailure("crashed", self.death(f"runner gone during {op}: {e}"), stage) from None
+        for fd in extra:
+            os.close(fd)
+        v = reply.get("violations") or []
+        if v:
+            self.violations = [str(x)[:200] for x in v]
+            raise StageFailure("rejected", "the candidate tried what a kernel never needs (refused): "
+                               + "; ".join(self.violations[:4]), stage)
+        return reply
+
+    def death(self, why: str) -> str:
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            code = None
+        tail = _tail(self.log_dir / "runner.stderr")
+        if code is not None and code < 0:
+            import signal
+            try:
+                why += f" (killed by {signal.Signals(-code).name})"
+            except ValueError:
+                why += f" (signal {-code})"
+        elif code not in (None, 0):
+            why += f" (exit code {code})"
+        low = tail.lower()
+        if "out of memory" in low or "memoryerror" in low:
+            why += " (out of memory)"
+        last = tail.strip().splitlines()[-1] if tail.strip() else ""
+        return why + (f": {last[:300]}" if last else "")
+
+    def stderr_tail(self) -> str:
+        return _tail(self.log_dir / "runner.stderr")
+
+    def close(self) -> None:
+        try:
+            self.chan.send({"op": "bye"})
+            self.chan.recv(max_fds=0)
+        except (ChannelClosed, OSError, ValueError):
+            pass
+        self.chan.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        for f in (self.out, self.err):
+            f.close()
+
+
+def _tail(path: Path, n: int = 2000) -> str:
+    try:
+        return path.read_bytes()[-n:].decode("utf-8", "replace")
+    except OSError:
+        return ""

@@ -1,0 +1,129 @@
+"""Starting the runner confined, from the judge.
+
+Where the judge runs as root (CI, the GPU machine) the runner gets, in order of what the machine allows:
+  * its own mount and network namespaces (util-linux `unshare`): every mount read-only but the
+    runner's directory (and on a GPU its own Triton cache), the knowledge base, the caches, the
+    run store and the problem's directory hidden under empty read-only mounts, no network;
+  * an unprivileged user (`setpriv`, uid/gid 65534): it cannot write what root owns, read the
+    judge's 0700 directory, open the judge's file descriptors through /proc, signal or trace it.
+Without root the runner runs as the same user with none of this, and the result's env says so.
+Whatever the level, `env.runner` in the result records it.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+from aka.evaluate.client import RunnerClient
+from aka.evaluate.spec import EvalSpec
+
+NOBODY = 65534
+_PROBE: dict = {}
+
+
+def judge_parent_watch() -> None:
+    """The judge dies with the process that started it (a parent killed by SIGTERM or SIGHUP left
+    its worker running for ~40 s before): PR_SET_PDEATHSIG, then a check for a parent already gone."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:
+        os._exit(3)
+
+
+def _can_unshare() -> bool:
+    if "unshare" not in _PROBE:
+        ok = bool(shutil.which("unshare")) and bool(shutil.which("setpriv"))
+        if ok:
+            try:
+                ok = subprocess.run(["unshare", "--mount", "--net", "--propagation", "private", "true"],
+                                    capture_output=True, timeout=20).returncode == 0
+            except (OSError, subprocess.SubprocessError):
+                ok = False
+        _PROBE["unshare"] = ok
+    return _PROBE["unshare"]
+
+
+def hidden_paths(spec: EvalSpec, cache_root: Path) -> list[str]:
+    from aka.evaluate.sandbox import PKG_ROOT
+    repo = PKG_ROOT
+    cands = [repo / "knowledge_base", repo / "runs", repo / "results", repo / "bench" / "results",
+             repo / "experiments" / "results", repo / ".gpucache", cache_root / "baselines", cache_root / "inductor",
+             cache_root / "triton", cache_root / "locks"]
+    ref = spec.problem.get("reference")
+    if ref:
+        d = Path(ref).resolve().parent
+        if d not in (Path("/"), repo, Path.home()) and len(d.parts) > 2:
+            cands.append(d)
+    return [str(p) for p in cands if p.is_dir()]
+
+
+def confine_prefix(writable: list[str], hidden: list[str], device: str, user: str) -> tuple[list[str], dict]:
+    if user == "same" or os.geteuid() != 0:
+        return [], {"user": os.geteuid(), "filesystem": "shared", "network": "shared",
+                    "why": "not root" if os.geteuid() != 0 else "runner_user=same"}
+    setpriv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    if not _can_unshare():
+        if shutil.which("setpriv"):
+            return setpriv + ["--"], {"user": NOBODY, "filesystem": "shared", "network": "shared",
+                                      "why": "no mount namespace here"}
+        return [], {"user": 0, "filesystem": "shared", "network": "shared", "why": "no setpriv"}
+    q = shlex.quote
+    lines = ["set -e"]
+    for w in writable:
+        lines.append(f"mount --bind {q(w)} {q(w)}; mount -o remount,bind,rw {q(w)}")
+    for h in hidden:
+        lines.append(f"mount -t tmpfs -o ro,size=4k,mode=0555 tmpfs {q(h)} || true")
+    keep = set(writable) | set(hidden)
+    # per-mount read-only flags (remount,bind): never a superblock remount, which other
+    # namespaces would see too. CUDA IPC needs /dev/shm writable (torch's reference counters).
+    skip = "/proc /sys /dev /dev/pts /dev/mqueue" + ("" if device == "cpu" else " /dev/shm")
+    lines.append("for m in $(awk '{print $2}' /proc/self/mounts); do case \" " + skip + " \" in *\" $m \"*) continue;; esac; "
+                 "case \"$m\" in /proc/*|/sys/*) continue;; esac; "
+                 + " ".join(f"[ \"$m\" = {q(k)} ] && continue;" for k in sorted(keep))
+                 + " mount -o remount,bind,ro \"$m\" 2>/dev/null || true; done")
+    lines.append("exec " + " ".join(setpriv) + ' -- "$@"')
+    prefix = ["unshare", "--mount", "--net", "--propagation", "private", "sh", "-c", "\n".join(lines), "aka-runner"]
+    return prefix, {"user": NOBODY, "filesystem": "read-only but its own directory", "network": "none",
+                    "hidden": len(hidden)}
+
+
+def runner_factory(spec: EvalSpec, judge_dir: str):
+    """A callable the judge calls once, at the import stage, to start its runner."""
+    def start(judge) -> RunnerClient:
+        from aka.evaluate.sandbox import scrubbed_env
+        rdir = Path(os.environ.get("AKA_RUNNER_DIR") or Path(judge_dir) / "runner")
+        rdir.mkdir(parents=True, exist_ok=True)
+        cache_root = Path(os.environ.get("AKA_CACHE_DIR", Path.home() / ".cache" / "aka"))
+        env = scrubbed_env({"HOME": str(rdir / "home"), "TMPDIR": str(rdir), "AKA_RUNNER_DEVICE": spec.device,
+                            "XDG_CACHE_HOME": str(rdir / "cache"), "TORCHINDUCTOR_CACHE_DIR": str(rdir / "inductor")})
+        writable = [str(rdir)]
+        if spec.device == "cpu":
+            env.update(TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="", TRITON_CACHE_DIR=str(rdir / "triton"))
+        else:
+            # Compiled kernels are kept per candidate source: a candidate can only ever overwrite its
+            # own cache, never the baselines' (torch.compile's Triton kernels live in the judge's cache).
+            h = hashlib.sha256(Path(spec.candidate).read_bytes()).hexdigest()[:16]
+            tc = cache_root / "runner-triton" / h
+            tc.mkdir(parents=True, exist_ok=True)
+            env["TRITON_CACHE_DIR"] = str(tc)
+            writable.append(str(tc))
+        prefix, info = confine_prefix(writable, hidden_paths(spec, cache_root), spec.device, spec.settings.runner_user)
+        if info.get("user") == NOBODY:
+            for w in writable:
+                for root, dirs, files in os.walk(w):
+                    for n in [root] + [os.path.join(root, x) for x in dirs + files]:
+                        try:
+                            os.chown(n, NOBODY, NOBODY)
+                        except OSError:
+                            pass
+        return RunnerClient(spec.device, rdir, env, prefix, info, Path(judge_dir))
+    return start

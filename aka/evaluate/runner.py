@@ -1,0 +1,242 @@
+"""The runner: the only process that imports the candidate. It decides nothing.
+
+    python -m aka.evaluate.runner CHANNEL_FD
+
+Started by the judge (aka/evaluate/judge.py), confined where the machine allows (an unprivileged
+user, a read-only file system but for its own directory, no network: sandbox.confine_command). It
+answers the judge's commands on the channel: import the candidate, build it for a shape, run its
+forward on the inputs the judge hands over (shared memory / CUDA IPC) and copy the result into
+buffers the judge owns, and on a GPU time its own calls. What it reports is evidence for the judge
+(kernel launches, ATen ops seen, sample times), never a verdict: the judge compares outputs itself,
+with references the runner never sees, and checks what the runner claims against what it measured.
+
+The in-process checks here (the ATen log, the guarded-function snapshot, an audit hook that refuses
+writes outside the runner's directory, process spawning, sockets and attribute writes on the
+harness's classes) are a cheap first line: a candidate that defeats them can lie about its own
+evidence, and nothing more.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import torch
+
+from aka.evaluate.channel import Channel, ChannelClosed, open_tree
+from aka.evaluate.failures import classify_exception, trim
+from aka.evaluate.guards import AtenLog, LaunchLog, Snapshot
+from aka.evaluate.loader import call, import_file
+
+MAX_SCALAR_READS = 16  # a launch needs a few sizes from the device at most
+
+
+def install_audit(root: str, violations: list, writable: tuple[str, ...] = ()) -> callable:
+    """An audit hook (it cannot be removed once added) refusing what a kernel file never needs:
+    writes outside `root`, new processes, sockets, and attribute writes on the classes whose
+    methods the runner's evidence comes from. Returns the function that arms it (after the harness
+    has finished patching, before the candidate is imported)."""
+    armed = [False]
+    roots = tuple(os.path.realpath(r) for r in (root,) + tuple(writable) if r)
+    compilers = {"ptxas", "cc", "gcc", "clang", "cuobjdump", "nvdisasm", "ld"}
+    protected: set = set()   # ids of the classes whose methods the evidence comes from (filled by arm)
+    spawn = {"os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty", "pty.spawn",
+             "subprocess.Popen", "os.kill", "os.killpg", "signal.pthread_kill"}
+    net = {"socket.connect", "socket.bind", "socket.sendto", "socket.getaddrinfo"}
+    introspect = {"gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys.addaudithook",
+                  "sys.settrace", "sys.setprofile", "sys._current_frames"}
+    realpath, isinstance_, str_, type_ = os.path.realpath, isinstance, str, type
+    append = violations.append
+
+    def refuse(what: str):
+        append(what)
+        raise PermissionError(f"refused by the evaluation sandbox: {what}")
+
+    def hook(event, args):
+        if not armed[0]:
+            return
+        if event == "open":
+            path, mode, flags = (tuple(args) + (None, None, None))[:3]
+            writing = (isinstance_(mode, str_) and any(c in mode for c in "wax+")) or \
+                (isinstance_(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND))
+            if writing and isinstance_(path, (str_, bytes)):
+                p = realpath(path if isinstance_(path, str_) else path.decode(errors="replace"))
+                if not any(p == r or p.startswith(r + os.sep) for r in roots) and not p.startswith("/dev/"):
+                    refuse(f"write to {p}")
+        elif event in spawn:
+            exe = str_(args[0]) if event == "subprocess.Popen" and args else ""
+            if os.path.basename(exe) not in compilers:  # Triton runs ptxas and a C compiler on a GPU
+                refuse(f"{event} {exe}".strip())
+        elif event in net or event in introspect:
+            refuse(event)
+        elif event in ("object.__setattr__", "object.__delattr__"):
+            obj, name = args[0], args[1]
+            if name in ("__code__", "__defaults__", "__kwdefaults__", "__closure__") and \
+                    str_(getattr(obj, "__module__", "")).startswith("aka."):
+                refuse(f"{event} {getattr(obj, '__qualname__', '?')}.{name}")
+            if isinstance_(obj, type_) and name != "__doc__" and (
+                    id(obj) in protected or str_(getattr(obj, "__module__", "")).startswith("aka.")):
+                refuse(f"{event} {getattr(obj, '__qualname__', '?')}.{name}")
+
+    sys.addaudithook(hook)
+
+    def arm(classes=()):
+        protected.update(id(c) for c in classes)
+        armed[0] = True
+    return arm
+
+
+def serve(chan: Channel, device: str, violations: list, arm) -> None:
+    """The command loop. Everything it needs is bound here, before the candidate is imported, so
+    rebinding module globals later does not change what the loop calls."""
+    launches = LaunchLog().install(interpreted=device == "cpu")
+    import torch._dynamo  # noqa: F401 - modules that patch torch on first import, before the snapshot
+    import torch.profiler  # noqa: F401
+    snapshot = Snapshot()
+    state: dict = {"keep": []}
+    send, recv, synchronize = chan.send, chan.recv, (torch.cuda.synchronize if device.startswith("cuda") else None)
+
+    def sync():
+        if synchronize is not None:
+            synchronize()
+
+    def evidence_of(alog: AtenLog, own_kernels: set) -> dict:
+        compute = dict(alog.compute)
+        scalars = alog.glue.get("_local_scalar_dense", 0)
+        if scalars > MAX_SCALAR_READS:  # a forward computed on the host one number at a time
+            compute[f"{scalars} host scalar reads (.item()) in one forward"] = 1
+        own = {k: n for k, n in launches.counts.items() if k in own_kernels}
+        return {"compute": compute, "launches": own, "own": bool(own)}
+
+    from aka.evaluate.guards import _guarded
+    guarded_classes = {obj for obj, _ in _guarded() if isinstance(obj, type)} | {AtenLog, LaunchLog}
+
+    def op_import(msg, fds):
+        t0 = time.perf_counter()
+        arm(guarded_classes)
+        try:
+            mod = import_file(msg["path"], "_aka_candidate")
+        except BaseException as e:  # noqa: BLE001 - everything the candidate raises is a verdict
+            f = classify_exception(e, "import")
+            return {"ok": False, "status": f.status, "reason": f.reason}
+        name = msg.get("model_class") or ("ModelNew" if hasattr(mod, "ModelNew") else "Model")
+        if not hasattr(mod, name):
+            return {"ok": False, "status": "compile_error", "reason": "candidate defines no ModelNew or Model"}
+        state["cls"] = getattr(mod, name)
+        state["own"] = set(msg.get("kernels") or ())
+        return {"ok": True, "import_s": time.perf_counter() - t0}
+
+    def op_build(msg, fds):
+        keep = state["keep"] = []
+        torch.manual_seed(int(msg.get("seed", 0)))
+        try:
+            cand = state["cls"](*msg.get("args", []), **msg.get("kwargs", {}))
+            if isinstance(cand, torch.nn.Module):
+                cand = cand.to(device)
+                weights = open_tree(msg.get("state") or {}, fds, keep)
+                cs = cand.state_dict()
+                shared = {k: v for k, v in weights.items() if k in cs and tuple(cs[k].shape) == tuple(v.shape)}
+                if shared:
+                    cand.load_state_dict(shared, strict=False)
+                cand.eval()
+        except BaseException as e:  # noqa: BLE001
+            f = classify_exception(e, msg.get("stage", "first_call"))
+            return {"ok": False, "status": f.status, "reason": f.reason}
+        finally:
+            for fd in fds:
+                os.close(fd)
+        state["cand"] = cand
+        return {"ok": True}
+
+    def op_forward(msg, fds):
+        """Run one forward on the judge's inputs; keep the output until `collect` copies it out."""
+        keep = []
+        try:
+            inputs = open_tree(msg["inputs"], fds, keep)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        launches.reset()
+        alog = AtenLog(launches)
+        try:
+            with torch.no_grad(), alog:
+                out = call(state["cand"], inputs)
+            sync()
+        except BaseException as e:  # noqa: BLE001
+            f = classify_exception(e, msg.get("stage", "correctness"))
+            return {"ok": False, "status": f.status, "reason": f.reason}
+        from aka.evaluate.compare import flatten_outputs
+        try:
+            flat = flatten_outputs(out)
+        except TypeError as e:
+            return {"ok": False, "status": "incorrect", "reason": str(e)}
+        state["out"], state["inputs_keep"] = flat, keep
+        structure = [[name, list(t.shape), str(t.dtype).replace("torch.", "")] if isinstance(t, torch.Tensor)
+                     else [name, None, type(t).__name__] for name, t in flat]
+        return {"ok": True, "structure": structure, "evidence": evidence_of(alog, state["own"]),
+                "guards": snapshot.changed()}
+
+    def op_collect(msg, fds):
+        """Copy the kept output into the judge's buffers (one per tensor output, by name)."""
+        keep = []
+        try:
+            bufs = open_tree(msg["outputs"], fds, keep)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        flat = dict(state.pop("out", []))
+        with torch.no_grad():
+            for name, buf in bufs.items():
+                t = flat.get(name)
+                if isinstance(t, torch.Tensor) and tuple(t.shape) == tuple(buf.shape) and t.dtype == buf.dtype:
+                    buf.copy_(t)
+        sync()
+        state.pop("inputs_keep", None)
+        return {"ok": True}
+
+    handlers = {"import": op_import, "build": op_build, "forward": op_forward, "collect": op_collect,
+                "ping": lambda msg, fds: {"ok": True}}
+    if device.startswith("cuda"):
+        from aka.evaluate.runner_timing import timing_handlers
+        handlers.update(timing_handlers(state, sync))
+    while True:
+        try:
+            msg, fds = recv()
+        except ChannelClosed:
+            return
+        op = msg.get("op")
+        if op == "bye":
+            send({"ok": True, "violations": list(violations)})
+            return
+        h = handlers.get(op)
+        if h is None:
+            send({"ok": False, "status": "crashed", "reason": f"runner: unknown command {op!r}"})
+            continue
+        try:
+            reply = h(msg, fds)
+        except BaseException as e:  # noqa: BLE001 - a runner-side error is the candidate's or ours: reported
+            reply = {"ok": False, "status": "crashed", "reason": trim(f"runner error in {op}: {type(e).__name__}: {e}")}
+        reply["violations"] = list(violations)
+        send(reply)
+
+
+def main(argv: list[str]) -> int:
+    chan = Channel.from_fd(int(argv[1]))
+    device = os.environ.get("AKA_RUNNER_DEVICE", "cpu")
+    violations: list = []
+    if device == "cpu":
+        from aka.evaluate.interp_fix import install
+        install()
+    arm = install_audit(os.getcwd(), violations, (os.environ.get("TRITON_CACHE_DIR", ""),))
+    try:
+        serve(chan, device, violations, arm)
+    finally:
+        chan.close()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    # No interpreter teardown: a candidate's atexit hooks have nothing left to change.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,110 @@
+"""The runner's GPU commands: its own kernel list (torch.profiler) and the timing of its own calls.
+
+What these return are claims. The judge samples the baselines itself, interleaved with the
+runner's rounds, and believes the runner's times only if a checked call of the same work, timed by
+the judge's own clock with outputs in the judge's buffers, agrees with them (timing.py).
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+
+from aka.evaluate.channel import open_tree
+from aka.evaluate.compare import flatten_outputs
+from aka.evaluate.loader import call
+
+
+def _close(fds):
+    for fd in fds:
+        os.close(fd)
+
+
+def timing_handlers(state: dict, sync) -> dict:
+    from aka.evaluate.timing import Impl, ShapeTimer
+
+    def op_profile(msg, fds):
+        from torch.profiler import ProfilerActivity, profile
+        keep = []
+        try:
+            inputs = open_tree(msg["inputs"], fds, keep)
+        finally:
+            _close(fds)
+        with torch.no_grad():
+            call(state["cand"], inputs)  # warm (autotune, compile) outside the profile
+        sync()
+        with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
+            call(state["cand"], inputs)
+            sync()
+        rows = []
+        for evt in prof.events():
+            if evt.device_type != torch.autograd.DeviceType.CUDA:
+                continue
+            us = evt.device_time if hasattr(evt, "device_time") else evt.cuda_time
+            rows.append([evt.name[:200], float(us), getattr(evt, "device_resource_id", None)])
+        return {"ok": True, "kernels": rows[:2000]}
+
+    def op_setup(msg, fds):
+        keep = []
+        try:
+            sets = [open_tree(d, fds, keep) for d in msg["sets"]]
+        finally:
+            _close(fds)
+        impl = Impl("candidate", state["cand"])
+        state["timer"] = (ShapeTimer([impl], sets, int(msg["l2_bytes"])), impl, keep)
+        return {"ok": True}
+
+    def op_first_calls(msg, fds):
+        timer, impl, _ = state["timer"]
+        timer.first_calls()
+        return {"ok": impl.error is None, "status": "runtime_error", "reason": impl.error or ""}
+
+    def op_warm(msg, fds):
+        timer, impl, _ = state["timer"]
+        timer.warm()
+        return {"ok": impl.error is None, "status": "runtime_error", "reason": impl.error or ""}
+
+    def op_prepare(msg, fds):
+        timer, impl, _ = state["timer"]
+        timer.prepare(impl)
+        return {"ok": True, "method": impl.method, "estimate_us": impl.estimate_us,
+                "eager_call_us": impl.eager_call_us, "graph_calls": impl.graph_calls if impl.graph else 1,
+                "note": impl.note}
+
+    def op_sample(msg, fds):
+        timer, impl, _ = state["timer"]
+        impl.samples = []
+        timer.sample(impl, int(msg["n"]))
+        return {"ok": True, "samples": impl.samples}
+
+    def op_checked(msg, fds):
+        """The same work once more, its outputs copied into the judge's buffers (set i -> outputs[i])."""
+        timer, impl, _ = state["timer"]
+        keep = []
+        try:
+            bufs = [open_tree(d, fds, keep) for d in msg["outputs"]]
+        finally:
+            _close(fds)
+        with torch.no_grad():
+            if impl.graph is not None:
+                impl.graph.replay()
+                outs = impl.graph_outs
+            else:
+                outs = [call(state["cand"], timer.sets[i]) for i in range(len(bufs))]
+            for out, b in zip(outs, bufs):
+                flat = dict(flatten_outputs(out))
+                for name, buf in b.items():
+                    t = flat.get(name)
+                    if isinstance(t, torch.Tensor) and tuple(t.shape) == tuple(buf.shape) and t.dtype == buf.dtype:
+                        buf.copy_(t)
+        sync()
+        return {"ok": True}
+
+    def op_end(msg, fds):
+        state.pop("timer", None)
+        torch.cuda.empty_cache()
+        return {"ok": True}
+
+    return {"profile": op_profile, "time_setup": op_setup, "time_first_calls": op_first_calls,
+            "time_warm": op_warm, "time_prepare": op_prepare, "time_sample": op_sample,
+            "time_checked": op_checked, "time_end": op_end}
