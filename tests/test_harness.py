@@ -120,10 +120,11 @@ def test_scrubbed_env_keeps_only_the_allow_list(monkeypatch):
     assert not [k for k in env if any(w in k.upper() for w in sandbox.ENV_DENY_WORDS)]
 
 
-def test_trusted_files_cover_the_worker_side_harness_and_the_problem():
+def test_trusted_files_cover_the_judge_and_runner_side_harness_and_the_problem():
     files = sandbox.trusted_files([PROBLEMS / "vec_add" / "reference.py", PROBLEMS / "vec_add" / "input.py"])
     names = {p.name for p in files}
-    assert {"worker.py", "compare.py", "guards.py", "loader.py", "static.py", "reference.py", "input.py"} <= names
+    assert {"judge.py", "runner.py", "channel.py", "confine.py", "compare.py", "guards.py", "loader.py", "static.py",
+            "reference.py", "input.py"} <= names
     h1 = sandbox.hash_files(files)
     assert h1 == sandbox.hash_files(list(reversed(files)))  # order-independent
 
@@ -139,8 +140,9 @@ def _aka_imports(path: Path) -> set[str]:
     return mods
 
 
-def test_every_module_the_worker_imports_is_hashed():
-    seen, todo = set(), ["aka.evaluate.worker"]
+def test_every_module_the_judge_and_runner_import_is_hashed():
+    seen, todo = set(), ["aka.evaluate.judge", "aka.evaluate.runner", "aka.evaluate.runner_timing",
+                         "aka.evaluate.timed"]
     while todo:
         mod = todo.pop()
         path = ROOT / (mod.replace(".", "/") + ".py")

@@ -49,6 +49,9 @@ def rules_of(src: str) -> dict[str, list[int]]:
 
 # (rule, snippet appended at module level after BASE)
 CASES = [
+    ("module-table", "mods = torch.sys.modules"),
+    ("module-table", "o = triton.runtime.jit.os"),
+    ("module-table", "b = torch.sys.modules['builtins']"),
     ("import", "import os"),
     ("import", "import numpy as np"),
     ("import", "from pathlib import Path"),

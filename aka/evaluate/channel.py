@@ -133,7 +133,7 @@ class Arena:
         if self.device.startswith("cuda"):
             base = torch.empty(max(n, 1) * esize, dtype=torch.uint8, device=self.device)
             t = base.view(dtype)[:max(n, 1)].as_strided(shape, stride)
-            desc = {"kind": "cuda", "ipc": _cuda_ipc(base), "dtype": str(dtype).replace("torch.", ""),
+            desc = {"kind": "cuda", "ipc": _cuda_ipc(t), "dtype": str(dtype).replace("torch.", ""),
                     "shape": list(shape), "stride": list(stride), "nbytes": max(n, 1) * esize}
             self._keep.append(base)
             return t, desc
@@ -182,12 +182,19 @@ def _contiguous_stride(shape) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-def _cuda_ipc(base: torch.Tensor) -> dict:
-    """Export a CUDA allocation the way torch.multiprocessing does (its storage's IPC handle)."""
-    st = base.untyped_storage()
-    (device, handle, size, offset, ref_handle, ref_offset, event_handle, event_sync) = st._share_cuda_()
-    return {"device": device, "handle": handle, "size": size, "offset": offset, "ref_handle": ref_handle,
-            "ref_offset": ref_offset, "event_handle": event_handle, "event_sync": event_sync}
+def _cuda_ipc(t: torch.Tensor) -> dict:
+    """Export a CUDA tensor with torch's own IPC reduction (what torch.multiprocessing sends), so
+    the runner rebuilds it with torch's own code: its cache of opened handles (a handle opened twice
+    in one process is an error) and its reference counters, which keep the judge's block alive while
+    the runner maps it."""
+    from torch.multiprocessing.reductions import reduce_tensor
+    _fn, args = reduce_tensor(t)
+    (_tcls, size, stride, offset, _scls, _dtype, device, handle, size_bytes, offset_bytes, _grad,
+     ref_handle, ref_offset, event_handle, event_sync) = args
+    return {"size": list(size), "stride": list(stride), "offset": int(offset), "device": int(device),
+            "handle": handle, "size_bytes": int(size_bytes), "offset_bytes": int(offset_bytes),
+            "ref_handle": ref_handle, "ref_offset": int(ref_offset), "event_handle": event_handle,
+            "event_sync": bool(event_sync)}
 
 
 def _unb64(x):
@@ -207,13 +214,14 @@ def open_tensor(desc: dict, fds: list[int], keep: list) -> object:
         keep.append(mm)
         return torch.frombuffer(mm, dtype=torch.uint8).view(dtype)[:max(n, 1)].as_strided(shape, stride)
     if kind == "cuda":
+        from torch.multiprocessing.reductions import rebuild_cuda_tensor
         ipc = {k: _unb64(v) for k, v in desc["ipc"].items()}
-        st = torch.UntypedStorage._new_shared_cuda(ipc["device"], ipc["handle"], ipc["size"], ipc["offset"],
-                                                   ipc["ref_handle"], ipc["ref_offset"], ipc["event_handle"],
-                                                   ipc["event_sync"])
-        keep.append(st)
-        base = torch.empty(0, dtype=torch.uint8, device=f"cuda:{ipc['device']}").set_(st)
-        return base.view(dtype)[:max(n, 1)].as_strided(shape, stride)
+        t = rebuild_cuda_tensor(torch.Tensor, tuple(ipc["size"]), tuple(ipc["stride"]), ipc["offset"],
+                                torch.storage.TypedStorage, dtype, ipc["device"], ipc["handle"], ipc["size_bytes"],
+                                ipc["offset_bytes"], False, ipc["ref_handle"], ipc["ref_offset"],
+                                ipc["event_handle"], ipc["event_sync"])
+        keep.append(t)
+        return t
     raise ValueError(f"unknown tensor descriptor kind {kind!r}")
 
 

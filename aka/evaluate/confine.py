@@ -11,12 +11,10 @@ Whatever the level, `env.runner` in the result records it.
 """
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 from pathlib import Path
 
@@ -25,18 +23,6 @@ from aka.evaluate.spec import EvalSpec
 
 NOBODY = 65534
 _PROBE: dict = {}
-
-
-def judge_parent_watch() -> None:
-    """The judge dies with the process that started it (a parent killed by SIGTERM or SIGHUP left
-    its worker running for ~40 s before): PR_SET_PDEATHSIG, then a check for a parent already gone."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() == 1:
-        os._exit(3)
 
 
 def _can_unshare() -> bool:
@@ -71,6 +57,12 @@ def confine_prefix(writable: list[str], hidden: list[str], device: str, user: st
         return [], {"user": os.geteuid(), "filesystem": "shared", "network": "shared",
                     "why": "not root" if os.geteuid() != 0 else "runner_user=same"}
     setpriv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    gpu_same_user = device != "cpu" and user == "auto"
+    if gpu_same_user:
+        # torch's CUDA IPC keeps its reference counters in 0600 shared-memory files of the judge's
+        # user, which another user cannot open: on a GPU the runner keeps the judge's user (until a
+        # run on the H200 shows another way) and its confinement is the namespaces and the audit hook.
+        setpriv = []
     if not _can_unshare():
         if shutil.which("setpriv"):
             return setpriv + ["--"], {"user": NOBODY, "filesystem": "shared", "network": "shared",
@@ -90,10 +82,13 @@ def confine_prefix(writable: list[str], hidden: list[str], device: str, user: st
                  "case \"$m\" in /proc/*|/sys/*) continue;; esac; "
                  + " ".join(f"[ \"$m\" = {q(k)} ] && continue;" for k in sorted(keep))
                  + " mount -o remount,bind,ro \"$m\" 2>/dev/null || true; done")
-    lines.append("exec " + " ".join(setpriv) + ' -- "$@"')
+    lines.append("exec " + (" ".join(setpriv) + " -- " if setpriv else "") + '"$@"')
     prefix = ["unshare", "--mount", "--net", "--propagation", "private", "sh", "-c", "\n".join(lines), "aka-runner"]
-    return prefix, {"user": NOBODY, "filesystem": "read-only but its own directory", "network": "none",
-                    "hidden": len(hidden)}
+    info = {"user": 0 if gpu_same_user else NOBODY, "filesystem": "read-only but its own directory",
+            "network": "none", "hidden": len(hidden)}
+    if gpu_same_user:
+        info["why"] = "GPU: CUDA IPC reference counters are 0600 files of the judge's user"
+    return prefix, info
 
 
 def runner_factory(spec: EvalSpec, judge_dir: str):
@@ -104,6 +99,7 @@ def runner_factory(spec: EvalSpec, judge_dir: str):
         rdir.mkdir(parents=True, exist_ok=True)
         cache_root = Path(os.environ.get("AKA_CACHE_DIR", Path.home() / ".cache" / "aka"))
         env = scrubbed_env({"HOME": str(rdir / "home"), "TMPDIR": str(rdir), "AKA_RUNNER_DEVICE": spec.device,
+                            "AKA_JUDGE_PID": str(os.getpid()),
                             "XDG_CACHE_HOME": str(rdir / "cache"), "TORCHINDUCTOR_CACHE_DIR": str(rdir / "inductor")})
         writable = [str(rdir)]
         if spec.device == "cpu":

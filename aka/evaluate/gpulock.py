@@ -120,7 +120,7 @@ class GpuLock:
         shape of a check stage), minutes for each value pattern of a value-dependent reference
         (MoE routing, sequence lengths) under torch.compile. A shared hold across them kept every
         other evaluation's timed round waiting on a CPU (an exclusive holder waits for all shared
-        holders, and the turnstile then stops new ones): in session 5's `kb verify --jobs 8`,
+        holders, and the turnstile then stops new ones): in one H200 `kb verify --jobs 8` (2026-11-30),
         each kernel held the GPU 3 s and waited 90-195 s for it. The GPU work between compiles
         still runs under the lock; a Triton launch after a compile that never reported its end
         (it raised, and the candidate caught it) takes the lock again first."""
@@ -157,7 +157,7 @@ class GpuLock:
         for the GPU gets it now rather than at the hold's end.
 
         An exclusive waiter waits for every shared holder to leave while the turnstile keeps new
-        ones out, so one long shared stretch stalled every evaluation on the GPU: in session 6's
+        ones out, so one long shared stretch stalled every evaluation on the GPU: in one H200 run's (2026-11-30)
         suite baselines (8 jobs), each operator waited ~100 s for the GPU, ~70 s of it to
         check or make inputs, and held it exclusively 7 s; the holds were hundreds of
         `make_inputs` calls and first calls over up to 256 input sets, host work at heart. Without

@@ -16,14 +16,19 @@ The cascade, stopping after the first stage that fails:
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
-import threading
-import time
-import traceback
 
-import torch
+if __name__ == "__main__":  # die with the parent, before the seconds torch takes to import
+    from aka.evaluate.deathwatch import die_with_parent
+    die_with_parent("AKA_PARENT_PID")
+
+import json  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+
+import torch  # noqa: E402
 
 from aka.evaluate import compare as cmp
 from aka.evaluate.channel import Arena
@@ -458,8 +463,7 @@ def _dtype_key(dt: torch.dtype) -> str:
 
 
 def main(argv: list[str]) -> int:
-    from aka.evaluate.confine import judge_parent_watch, runner_factory
-    judge_parent_watch()
+    from aka.evaluate.confine import runner_factory
     spec_path, fd = argv[1], int(argv[2])
     chan = os.fdopen(fd, "w", buffering=1)
     emit_lock = threading.Lock()  # the timing heartbeat writes from a thread

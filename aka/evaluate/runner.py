@@ -21,7 +21,26 @@ import os
 import sys
 import time
 
-import torch
+
+def _die_with_judge() -> None:
+    """SIGKILL when the judge goes, set before anything slow is imported (torch takes seconds on a
+    busy host, and a judge killed meanwhile must not leave this process behind); a change of user on
+    the way in clears the setting, so it is made here, in the runner itself."""
+    try:
+        import ctypes
+        import signal
+        ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    want = os.environ.get("AKA_JUDGE_PID")
+    if want and os.getppid() != int(want):  # the judge died before the line above
+        os._exit(3)
+
+
+if __name__ == "__main__":
+    _die_with_judge()
+
+import torch  # noqa: E402
 
 from aka.evaluate.channel import Channel, ChannelClosed, open_tree
 from aka.evaluate.failures import classify_exception, trim
@@ -94,6 +113,11 @@ def serve(chan: Channel, device: str, violations: list, arm) -> None:
     import torch.profiler  # noqa: F401
     snapshot = Snapshot()
     state: dict = {"keep": []}
+    # Bound here as locals (closure cells), not looked up as module globals at call time: a
+    # candidate that rebinds this module's names (sys.modules['__main__'].AtenLog = ...) changes nothing.
+    from aka.evaluate.compare import flatten_outputs
+    _AtenLog, _call, _open_tree, _classify, _import_file = AtenLog, call, open_tree, classify_exception, import_file
+    _no_grad, _close = torch.no_grad, os.close
     send, recv, synchronize = chan.send, chan.recv, (torch.cuda.synchronize if device.startswith("cuda") else None)
 
     def sync():
@@ -115,9 +139,9 @@ def serve(chan: Channel, device: str, violations: list, arm) -> None:
         t0 = time.perf_counter()
         arm(guarded_classes)
         try:
-            mod = import_file(msg["path"], "_aka_candidate")
+            mod = _import_file(msg["path"], "_aka_candidate")
         except BaseException as e:  # noqa: BLE001 - everything the candidate raises is a verdict
-            f = classify_exception(e, "import")
+            f = _classify(e, "import")
             return {"ok": False, "status": f.status, "reason": f.reason}
         name = msg.get("model_class") or ("ModelNew" if hasattr(mod, "ModelNew") else "Model")
         if not hasattr(mod, name):
@@ -133,18 +157,18 @@ def serve(chan: Channel, device: str, violations: list, arm) -> None:
             cand = state["cls"](*msg.get("args", []), **msg.get("kwargs", {}))
             if isinstance(cand, torch.nn.Module):
                 cand = cand.to(device)
-                weights = open_tree(msg.get("state") or {}, fds, keep)
+                weights = _open_tree(msg.get("state") or {}, fds, keep)
                 cs = cand.state_dict()
                 shared = {k: v for k, v in weights.items() if k in cs and tuple(cs[k].shape) == tuple(v.shape)}
                 if shared:
                     cand.load_state_dict(shared, strict=False)
                 cand.eval()
         except BaseException as e:  # noqa: BLE001
-            f = classify_exception(e, msg.get("stage", "first_call"))
+            f = _classify(e, msg.get("stage", "first_call"))
             return {"ok": False, "status": f.status, "reason": f.reason}
         finally:
             for fd in fds:
-                os.close(fd)
+                _close(fd)
         state["cand"] = cand
         return {"ok": True}
 
@@ -152,20 +176,19 @@ def serve(chan: Channel, device: str, violations: list, arm) -> None:
         """Run one forward on the judge's inputs; keep the output until `collect` copies it out."""
         keep = []
         try:
-            inputs = open_tree(msg["inputs"], fds, keep)
+            inputs = _open_tree(msg["inputs"], fds, keep)
         finally:
             for fd in fds:
-                os.close(fd)
+                _close(fd)
         launches.reset()
-        alog = AtenLog(launches)
+        alog = _AtenLog(launches)
         try:
-            with torch.no_grad(), alog:
-                out = call(state["cand"], inputs)
+            with _no_grad(), alog:
+                out = _call(state["cand"], inputs)
             sync()
         except BaseException as e:  # noqa: BLE001
-            f = classify_exception(e, msg.get("stage", "correctness"))
+            f = _classify(e, msg.get("stage", "correctness"))
             return {"ok": False, "status": f.status, "reason": f.reason}
-        from aka.evaluate.compare import flatten_outputs
         try:
             flat = flatten_outputs(out)
         except TypeError as e:
@@ -180,12 +203,12 @@ def serve(chan: Channel, device: str, violations: list, arm) -> None:
         """Copy the kept output into the judge's buffers (one per tensor output, by name)."""
         keep = []
         try:
-            bufs = open_tree(msg["outputs"], fds, keep)
+            bufs = _open_tree(msg["outputs"], fds, keep)
         finally:
             for fd in fds:
-                os.close(fd)
+                _close(fd)
         flat = dict(state.pop("out", []))
-        with torch.no_grad():
+        with _no_grad():
             for name, buf in bufs.items():
                 t = flat.get(name)
                 if isinstance(t, torch.Tensor) and tuple(t.shape) == tuple(buf.shape) and t.dtype == buf.dtype:

@@ -1,30 +1,43 @@
-"""Run one evaluation in a fresh, disposable worker process.
+"""Run one evaluation in two fresh, disposable processes: a judge that decides, and a runner that
+only runs the candidate.
 
-What the sandbox does:
-  * a new process in a new session (its own process group) for every evaluation; on timeout, on
-    an idle worker (no progress message for `idle_timeout_s`) or when the parent is interrupted,
-    the whole group gets SIGKILL, so a hung kernel, a forked child or a spinning thread dies too;
-  * a scrubbed environment built from an allow-list (no API keys, tokens or credentials reach the
-    candidate), a fresh temporary working directory holding only a copy of the candidate, and a
-    private HOME inside it;
-  * results travel on a dedicated pipe, not stdout, so the candidate's prints cannot forge them;
-  * a segfault, an abort, an illegal memory access or an out-of-memory ends that worker only and
-    becomes status `crashed` with the signal or message;
-  * the harness hashes its own worker-side source files and the problem's files before the run and
-    again after it, and rejects the result if any byte changed.
+What this design does:
+  * the verdict does not live in the candidate's process. The judge (aka/evaluate/judge.py) never
+    imports the candidate: it makes the inputs, runs the reference, compares, decides every stage and
+    alone writes the result, on a pipe only this parent holds. The runner (aka/evaluate/runner.py)
+    imports the candidate and runs its forward on inputs handed over in shared memory (memfd on CPU,
+    CUDA IPC on a GPU), copying outputs into buffers the judge owns; what it sends back is JSON
+    evidence, never unpickled. Reference outputs, pristine inputs, the comparator, the baselines' timer
+    and the result channel live in the judge, out of the candidate's reach, whatever names the
+    candidate rebinds in its own interpreter;
+  * the runner is confined (aka/evaluate/confine.py) where the machine allows: an unprivileged user,
+    its own mount namespace with every mount read-only but its directory (and, on a GPU, its own
+    Triton cache), the knowledge base, caches, run store and problem directory hidden, and no network.
+    An audit hook in the runner refuses and reports writes outside its directory, new processes,
+    sockets and writes to the harness's classes; any refusal makes the verdict `rejected`;
+  * on a GPU the runner's sample times are claims: the judge samples the baselines itself in the same
+    interleaved rounds, checks outputs of the timed work it picks afterwards in its own buffers, and
+    rejects claims its own clock contradicts (aka/evaluate/timed.py);
+  * every evaluation gets its own process group, killed whole on timeout, on an idle judge (no progress
+    for `idle_timeout_s`), or when the parent is interrupted; the judge dies with its parent
+    (PR_SET_PDEATHSIG: SIGTERM and SIGHUP of the parent too) and the runner with the judge;
+  * a scrubbed environment (no keys, tokens or credentials), private temporary directories (the judge's
+    0700, the runner's its only writable place), a segfault or OOM of either process becomes `crashed`;
+  * the harness hashes its own judge-side files and the problem's files before and after the run and
+    rejects the result if any byte changed.
 
-What it does NOT protect against (do not run untrusted code on a machine you care about):
-  * it is not an OS sandbox: no seccomp, namespaces, chroot or network cut. A candidate that gets
-    past the static check (aka/evaluate/static.py) could read or write the user's files with the
-    user's rights. The static check refuses the imports and builtins that make that easy, and the
-    worker's runtime guards (aka/evaluate/guards.py) catch tampering with the functions the harness
-    relies on, but Python cannot be fully confined from inside itself;
-  * a GPU kernel can read or write any device memory of its own process: the worker keeps pristine
-    inputs on the host and computes each reference only after the candidate has run, which defeats
-    reading the answer, but not a kernel built to corrupt harness buffers on purpose (that shows up
-    as a wrong answer, never as a pass, unless it also forges the comparison, which is host-side);
-  * resource limits beyond time: a candidate can fill the GPU's memory (it then crashes itself) or
-    the disk of its temporary directory.
+What it does NOT protect against:
+  * the runner's evidence is its own: a candidate that defeats Python inside the runner (ctypes, say)
+    can hide the ATen ops or kernels it used from the fallback check. On a GPU the claimed times are
+    checked against the judge's clock and the outputs of timed work against the reference, so this
+    buys a fallback pass at most, never a wrong answer or a faster time than the judge observed; on
+    CPU there is no outside observer of ATen use at all (CPU verdicts are correctness only). Reading
+    the kernels a forward launches from outside the runner (Nsight Compute attached by the judge) is
+    the next step and not done yet;
+  * the clock check is coarse for checked work under about a millisecond (host scheduling noise);
+  * without root (or where mount namespaces are refused) the runner runs as the same user with the
+    file system shared; the result's env.runner says which confinement held;
+  * resource limits beyond time: a candidate can fill the GPU's memory or its own directory's disk.
 """
 from __future__ import annotations
 
@@ -52,6 +65,9 @@ ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "TZ", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DE
              "TORCHINDUCTOR_", "PYTORCH_", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_",
              "VIRTUAL_ENV", "NCCL_", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")
 ENV_DENY_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
+
+
+STARTUP_S = 120.0  # the idle limit's floor before the judge's first message
 
 
 @dataclass
@@ -117,7 +133,8 @@ def run_worker(spec, candidate_source: str, problem_files: list[Path],
         cand.write_text(candidate_source)
         spec = spec.with_(candidate=str(cand))
         (tmp / "spec.json").write_text(spec.dumps())
-        extra = {"HOME": str(tmp / "home"), "TMPDIR": str(tmp), "AKA_RUNNER_DIR": str(rdir)}
+        extra = {"HOME": str(tmp / "home"), "TMPDIR": str(tmp), "AKA_RUNNER_DIR": str(rdir),
+                 "AKA_PARENT_PID": str(os.getpid())}
         if spec.device == "cpu":
             extra["TRITON_INTERPRET"] = "1"
             extra["CUDA_VISIBLE_DEVICES"] = ""
@@ -167,8 +184,11 @@ def _pump(proc, fd, cfg, on_progress):
             if now - t0 - held > cfg.timeout_s:
                 killed = f"timed out after {cfg.timeout_s:.0f} s"
                 break
-            if now - last > cfg.idle_timeout_s:
-                killed = f"no progress for {cfg.idle_timeout_s:.0f} s (hung kernel or infinite loop)"
+            # Before the judge's first message its start-up (torch's import, seconds on a busy host)
+            # is not idleness: the idle limit applies from then on, with a floor for the start.
+            idle_limit = cfg.idle_timeout_s if started is not None else max(cfg.idle_timeout_s, STARTUP_S)
+            if now - last > idle_limit:
+                killed = f"no progress for {idle_limit:.0f} s (hung kernel or infinite loop)"
                 break
             events = sel.select(timeout=0.2)
             if events:

@@ -39,6 +39,7 @@ RULES: dict[str, str] = {
     "launch-hook": "no pre/post launch hooks: Python run inside a launch escapes the fallback check",
     "kernel-call": "a @triton.jit body calls only triton/tl, other jit functions and a few builtins: under the interpreter anything else runs as plain Python",
     "string-dunder": "no strings naming dunders: string-keyed attribute access is how a kernel reaches frames and globals",
+    "module-table": "no sys/os/builtins/importlib/gc/... reached as attributes of allowed modules (torch.sys.modules): that is the route to the interpreter's module table and every harness name in it",
 }
 
 BANNED_CALLS = {
@@ -72,6 +73,9 @@ BANNED_ATTRS = {
     "numpy": "host-compute", "tolist": "host-compute", "from_numpy": "host-compute",
     "from_file": "io", "cpp_extension": "io", "load_inline": "io", "_C": "io", "cudart": "io",
     "profiler": "profiler", "testing": "profiler", "Event": "profiler",
+    **{name: "module-table" for name in (
+        "sys", "modules", "os", "builtins", "subprocess", "importlib", "ctypes", "gc", "inspect", "socket",
+        "shutil", "signal", "threading", "multiprocessing", "_sys", "_os", "posix", "resource", "mmap")},
 }
 # attributes banned only on the torch module itself (`tl.load` is the heart of every kernel)
 BANNED_TORCH_ATTRS = {"load": "io", "save": "io", "ops": "io", "library": "io", "hub": "io"}

@@ -50,20 +50,23 @@ def _baseline_cache_path(judge, shape) -> Path | None:
     return Path(root) / f"{judge.spec.problem['name']}-{shape.id}-{h}.json"
 
 
-def _event_us(fn) -> float:
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
+CLOCK_TRIES = 3           # a checked call over the bound is repeated; the fastest counts (host noise only adds)
+
+
+def _wall_us(fn) -> float:
+    """Host wall time of fn() and its GPU work: launches included, as the runner's copies pay them."""
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
     fn()
-    e.record()
-    e.synchronize()
-    return s.elapsed_time(e) * 1000.0
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1e6
 
 
-def check_timed_output(judge, remote: RemoteImpl, ref, sets, stage_fn, shape) -> dict:
+def check_timed_output(judge, remote: RemoteImpl, ref, sets, write_fresh, shape) -> dict:
     """The checked call (module docstring). Returns what was measured, for the result's detail."""
     structure = judge.structure.get(shape.id) or []
     n = min(len(sets), remote.graph_calls) if remote.method == "cuda_graph" else 1
-    stage_fn(ROUNDS)()  # fresh values, same addresses: the runner's graph reads them
+    write_fresh()  # fresh values, same addresses: the runner's graph reads them
     torch.cuda.synchronize()
     arena = Arena(judge.device)
     bufs, descs = [], []
@@ -84,7 +87,7 @@ def check_timed_output(judge, remote: RemoteImpl, ref, sets, stage_fn, shape) ->
     t0 = time.perf_counter()
     remote.ask("time_checked", outputs=descs)
     wall_us = (time.perf_counter() - t0) * 1e6
-    copy_us = _event_us(lambda: [t.clone() for b in bufs for t in b.values()])
+    copy_us = _wall_us(lambda: [t.clone() for b in bufs for t in b.values()])
     picks = sorted(random.Random(os.urandom(8)).sample(range(n), min(n, CHECKED_OUTPUTS)))
     for i in picks:
         names = [s[0] for s in structure]
@@ -99,13 +102,20 @@ def check_timed_output(judge, remote: RemoteImpl, ref, sets, stage_fn, shape) ->
                                + worst.reason, "timing")
     claimed = sorted(remote.samples)[len(remote.samples) // 2] if remote.samples else 0.0
     bound = CLAIM_SLACK * (claimed * n + copy_us) + FIXED_SLACK_US + 2 * ping_us
+    tries = 1
+    while wall_us > bound and tries < CLOCK_TRIES:  # the same work again: a busy host only adds time
+        t0 = time.perf_counter()
+        remote.ask("time_checked", outputs=descs)
+        wall_us = min(wall_us, (time.perf_counter() - t0) * 1e6)
+        tries += 1
     arena.close()
     if wall_us > bound:
         raise StageFailure("rejected", f"the runner's timing claims disagree with the judge's clock: {n} timed "
                            f"call(s) checked took {wall_us:.0f} us against {claimed * n:.0f} us claimed "
                            f"(+{copy_us:.0f} us of copies, bound {bound:.0f} us)", "timing")
     return {"checked_calls": n, "checked_wall_us": round(wall_us, 1), "claimed_us": round(claimed * n, 1),
-            "copy_us": round(copy_us, 1), "ping_us": round(ping_us, 1), "outputs_checked": len(picks)}
+            "copy_us": round(copy_us, 1), "ping_us": round(ping_us, 1), "outputs_checked": len(picks),
+            "clock_tries": tries}
 
 
 def time_shapes(judge, shapes) -> None:
@@ -166,8 +176,10 @@ def time_shapes(judge, shapes) -> None:
         timer.run(gpu)
         detail = {}
         if remote is not None and remote.samples:
+            with gpu.shared("refresh"):
+                write_fresh = stage(ROUNDS)
             with gpu.exclusive():
-                detail = check_timed_output(judge, remote, ref, sets, stage, shape)
+                detail = check_timed_output(judge, remote, ref, sets, write_fresh, shape)
         res = {}
         for impl in impls:
             if impl.samples:

@@ -24,19 +24,14 @@ the order rotated every round, so a clock drift or a thermal step hits all of th
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import math
-import os
 import threading
 import time
-from pathlib import Path
 
 import torch
 
 from aka.evaluate.loader import call
 from aka.evaluate.result import StageFailure
-from aka.evaluate.stats import median_ci
 
 ROUNDS = 5
 TARGET_MS_PER_IMPL = 60.0      # measured time per implementation per shape, all rounds together
@@ -60,7 +55,7 @@ def _tensors_bytes(inputs: dict) -> int:
 
 # One graph replay of a slow call over every input set is long: moe_align_block_size's
 # single-program kernel (14 ms a call) over 256 sets replayed for 3.6 s, and its 25 samples held
-# the GPU's exclusive lock for 288 s of one kb verify (session 7), every other job waiting. A
+# the GPU's exclusive lock for 288 s of one H200 kb verify (2026-11-30), every other job waiting. A
 # graph holds fewer sets (replays of about GRAPH_MAX_US) only where that cannot move the result:
 # all the L2 can give a call is its inputs without the trip to HBM, at most
 # 2 x (bytes of one set) / HBM_FLOOR_BPS, and that must stay under L2_BIAS of the call's time.
@@ -335,8 +330,8 @@ class ShapeTimer:
         Preparation and all rounds run in one exclusive hold. Each exclusive entry waits for
         every other evaluation's shared work to reach a breath (gpulock.py), so with 8 jobs an
         entry cost far more than a round of a short kernel (12 ms): 6 entries per shape made kb
-        verify wait 100-240 s per kernel for 2 s of timing (session 6), and with 1 entry for
-        graph-timed shapes but still 6 for one-set shapes, 90-230 s (session 7).
+        verify wait 100-240 s per kernel for 2 s of timing, and with 1 entry for graph-timed
+        shapes but still 6 for one-set shapes, 90-230 s (H200, 2026-11-30).
         Several input sets (the graph-timed shapes): every round's new values are made first,
         under the shared lock (host work: hundreds of `make_inputs` calls) and written in place
         (GPU copies) just before their round. One set (inputs over 3x the L2): each round's

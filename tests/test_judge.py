@@ -1,0 +1,149 @@
+"""The trusted judge: candidates that reach the runner's own process (module table, rebound names,
+patched clocks, forged results, writes outside, new processes) must not score.
+
+Each escape fixture (tests/fixtures/candidates/escapes/) is evaluated twice: through `evaluate()`,
+where the static check's first line already refuses it, and with the static check bypassed, which
+is the case the judge exists for: a route the deny-list missed. The second must still fail, with
+the status each fixture's docstring names.
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from aka.evaluate.api import EvalConfig, _finish, build_spec, evaluate
+from aka.evaluate.sandbox import SandboxConfig, run_worker
+from aka.evaluate.static import check_source
+from aka.problem import load_problem
+
+HERE = Path(__file__).resolve().parent
+ESC = HERE / "fixtures" / "candidates" / "escapes"
+PROBLEM = HERE / "fixtures" / "problems" / "vec_add"
+HONEST = HERE / "fixtures" / "candidates" / "honest" / "vec_add.py"
+
+EXPECTED = {  # fixture -> (statuses allowed with the static check bypassed, text the reason must contain)
+    "rebind_comparator": ({"incorrect", "rejected"}, ""),  # rejected: the runner's snapshot (first line)
+    "blind_fallback_logger": ({"rejected", "fallback"}, ""),
+    "patch_timer": ({"rejected"}, "Event"),
+    "forge_result": ({"incorrect", "compile_error", "crashed", "runtime_error"}, ""),
+    "write_outside": ({"rejected"}, "write to"),
+    "module_reach_spawn": ({"rejected"}, "os.system"),
+}
+
+
+def unchecked(path: Path, shapes="0,2"):
+    """What evaluate() does after its static check, with the static check skipped."""
+    prob = load_problem(PROBLEM)
+    cfg = EvalConfig(device="cpu", seed=7, timing=False, baselines=False,
+                     sandbox=SandboxConfig(timeout_s=600, idle_timeout_s=300))
+    src = path.read_text()
+    rep = check_source(src, path.name)
+    selected = prob.select(shapes)
+    spec, files = build_spec(prob, selected, "cpu", cfg, candidate_name=str(path), model_class=rep.model_class,
+                             kernels=rep.kernels)
+    return _finish(run_worker(spec, src, files, cfg.sandbox), prob, selected)
+
+
+_RESULTS: dict = {}
+
+
+def _results() -> dict:
+    if not _RESULTS:
+        names = sorted(EXPECTED) + ["__honest__"]
+        paths = [ESC / f"{n}.py" for n in sorted(EXPECTED)] + [HONEST]
+        with ThreadPoolExecutor(max_workers=2) as ex:
+            for n, r in zip(names, ex.map(unchecked, paths)):
+                _RESULTS[n] = r
+    return _RESULTS
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_static_check_refuses_every_escape_first(name):
+    rep = check_source((ESC / f"{name}.py").read_text(), f"{name}.py")
+    assert not rep.ok, f"{name}: the static check's first line let it through"
+    assert "module-table" in rep.summary() or rep.violations
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_escape_fails_even_with_the_static_check_bypassed(name):
+    res = _results()[name]
+    statuses, text = EXPECTED[name]
+    assert res.status != "pass", f"{name} passed: {res.reason}"
+    assert res.status in statuses, f"{name}: {res.status}: {res.reason}"
+    assert text in res.reason, res.reason
+
+
+def test_honest_kernel_passes_through_judge_and_runner():
+    res = _results()["__honest__"]
+    assert res.status == "pass", res.reason
+    assert all(s.correct for s in res.shapes)
+    runner = res.env.get("runner") or {}
+    if os.geteuid() == 0:
+        assert runner.get("user") == 65534, runner  # the runner ran unprivileged
+
+
+def test_write_outside_left_no_file():
+    _results()
+    assert not Path("/tmp/aka-escape-probe.txt").exists()
+    assert not Path("/root/aka-escape-probe.txt").exists()
+
+
+def test_evaluate_rejects_escapes_at_the_static_stage():
+    res = evaluate(PROBLEM, ESC / "rebind_comparator.py", config=EvalConfig(device="cpu", seed=3))
+    assert res.status == "rejected" and res.reason.startswith("[static]"), res.reason
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.append(int(d.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_judge_and_runner_die_with_a_parent_killed_by_signal(sig):
+    """A parent killed by SIGTERM or SIGHUP (not a KeyboardInterrupt it could handle) takes the
+    judge and the runner with it: an evaluation outliving it was seen holding the GPU for ~40 s."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    code = ("from aka.evaluate.api import EvalConfig, evaluate; from aka.evaluate.sandbox import SandboxConfig; "
+            f"evaluate({str(PROBLEM)!r}, {str(HERE / 'fixtures/candidates/cheats/infinite_loop_forward.py')!r}, "
+            "config=EvalConfig(device='cpu', seed=1, sandbox=SandboxConfig(timeout_s=900, idle_timeout_s=900)))")
+    parent = subprocess.Popen([sys.executable, "-c", code], cwd=HERE.parent)
+    judge = runner = None
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and runner is None:
+        time.sleep(0.5)
+        judges = [p for p in _children(parent.pid) if b"aka.evaluate.judge" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        if judges:
+            judge = judges[0]
+            kids = [p for p in _children(judge) if b"aka.evaluate.runner" in Path(f"/proc/{p}/cmdline").read_bytes()]
+            runner = kids[0] if kids else None
+    assert judge and runner, "the evaluation did not reach its runner in time"
+    time.sleep(1.0)
+    parent.send_signal(getattr(signal, sig))
+    parent.wait(timeout=30)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 15 and (_alive(judge) or _alive(runner)):
+        time.sleep(0.2)
+    assert not _alive(judge), "the judge outlived its parent"
+    assert not _alive(runner), "the runner outlived the judge"
