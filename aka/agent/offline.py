@@ -35,8 +35,8 @@ from pathlib import Path
 
 from aka.agent.base import Proposal, ProposerExhausted, RoundContext
 from aka.agent.dropout import DropoutDecision
-from aka.agent.retrieve import read_entry
 from aka.agent.shapes import elements
+from aka.kb.entries import read_entry
 from aka.problem import REPO_ROOT, Problem
 from aka.util import parse_py
 

@@ -14,7 +14,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from aka.kb.chunks import as_list, kb_files
+from aka.kb.chunks import kb_files
+from aka.kb.entries import as_list, read_entry
 from aka.problem import BENCH_OPS
 
 SHAPE_KEYS = ("id", "label", "correct", "time_us", "sol_us", "sol_fraction", "sol_fraction_measured", "eager_us",
@@ -36,7 +37,6 @@ def source_hash(kernel: Path) -> str:
 
 
 def kernel_op(kernel: Path) -> str:
-    from aka.agent.retrieve import read_entry
     meta, _ = read_entry(kernel)
     return str(meta.get("op") or kernel.parent.name)
 
@@ -97,7 +97,6 @@ def record(res, kernel: Path, device: str, spec: str) -> dict:
 
 def write_result(kernel: Path, root: Path, device: str, entry: dict) -> Path:
     data = read_results(kernel)
-    from aka.agent.retrieve import read_entry
     meta, _ = read_entry(kernel)
     data["kernel"] = str(meta.get("id") or kernel.relative_to(root).with_suffix(""))
     data["op"] = kernel_op(kernel)
@@ -169,7 +168,6 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
 
 
 def stats(root: Path) -> dict:
-    from aka.agent.retrieve import read_entry
     notes: Counter = Counter()
     ops_noted: set[str] = set()
     kernels = []
