@@ -1,7 +1,7 @@
 """Turn a device run's $OUT folder into committed tables with provenance.
 
-    tar xzf /work/.device/N/results.tgz -C /tmp/gpu
-    python scripts/collect_gpu.py /tmp/gpu/harness [--dest bench/results/h200]
+    mkdir -p /tmp/gpu && tar xzf <files_at>/results.tgz -C /tmp/gpu
+    python scripts/collect_gpu.py /tmp/gpu/harness [--dest results/h200/harness]
 
 Reads provenance.txt, calibration.json, gpu_results.jsonl, pytest logs and eval JSONs written by
 `scripts/gpu_run.sh harness`; writes markdown tables plus the raw files they were made from.
@@ -32,7 +32,7 @@ def _gpu_cases() -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("src")
-    ap.add_argument("--dest", default="bench/results/h200")
+    ap.add_argument("--dest", default="results/h200/harness")
     ap.add_argument("--note", default="", help="a line under the provenance (e.g. which commit ran)")
     a = ap.parse_args()
     src, dest = Path(a.src), Path(a.dest)

@@ -117,7 +117,7 @@ class Optimizer:
         if limit is not None and self.round_s:
             # A round is not started when it would end past the wall budget: the longest of the
             # last three (rounds of 8 ops sharing one GPU took 100+ s, and a budget checked only
-            # between rounds overran 320 s by up to 127 s in session 8's sweep).
+            # between rounds overran 320 s by up to 127 s in the H200 sweep, results/h200/agent/).
             need, used = max(self.round_s[-3:]), self.budget.elapsed_s()
             if used + need > limit:
                 raise BudgetStop(f"budget: max_wall_s={limit:g} would be passed by another round "

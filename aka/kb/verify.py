@@ -1,6 +1,9 @@
 """`aka kb verify` and `aka kb stats`: run every kernel through the harness, record and count.
 
-Results go next to the kernel, `kernels/<op>/<name>.results.json`:
+Results go to the results tree beside the knowledge base, not among its sources: the kernel
+`<kb>/kernels/<op>/<name>.py` has `<kb>/../results/kb/kernels/<op>/<name>.results.json`
+(results/kb/kernels/ in this repo); a kernel file outside a `kernels/<op>/` folder keeps its
+results beside it:
   {"kernel": id, "op": op, "devices": {"cpu": {status, reason, source_hash, shapes_spec,
    shapes: [{id, label, correct, sol_fraction, speedup_eager, speedup_compile, time_us}],
    git_sha, date, torch, triton, gpu}, "cuda": {...}}}
@@ -29,7 +32,11 @@ def kernel_paths(root: Path, op: str | None = None) -> list[Path]:
 
 
 def results_path(kernel: Path) -> Path:
-    return kernel.with_suffix(".results.json")
+    kernel = Path(kernel).absolute()  # a relative path's parents would stop at "."
+    if kernel.parent.parent.name != "kernels":
+        return kernel.with_suffix(".results.json")
+    kb = kernel.parent.parent.parent
+    return kb.parent / "results" / "kb" / "kernels" / kernel.parent.name / f"{kernel.stem}.results.json"
 
 
 def source_hash(kernel: Path) -> str:
@@ -102,6 +109,7 @@ def write_result(kernel: Path, root: Path, device: str, entry: dict) -> Path:
     data["op"] = kernel_op(kernel)
     data.setdefault("devices", {})[device] = entry
     p = results_path(kernel)
+    p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
     return p
 
