@@ -84,8 +84,9 @@ def write_tables(rows: list[dict], out: Path, prov: str) -> None:
         if r.get("optimize_rc") is None:
             continue
         ratio = r["offline_tuned"] / r["compile"] if r.get("offline_tuned") and r.get("compile") else None
-        lines.append(f"| {r['op']} | {fmt(r.get('eager'), '.3f')} | {fmt(r.get('compile'), '.3f')} | {fmt(r.get('best_kb_untuned'), '.3f')} "
-                     f"({r.get('best_kb_kernel')}) | {fmt(r.get('offline_tuned'), '.3f')} | {fmt(ratio, '.2f')} |")
+        lines.append(f"| {r['op']} | {fmt(r.get('eager'), '.3f')} | {fmt(r.get('compile'), '.3f')} "
+                     f"| {fmt(r.get('best_kb_untuned'), '.3f')} ({r.get('best_kb_kernel')}) "
+                     f"| {fmt(r.get('offline_tuned'), '.3f')} | {fmt(ratio, '.2f')} |")
     (out / "offline_sweep.md").write_text(
         "# Offline proposer sweep\n\n" + prov + "\n\nObjective: importance-weighted geomean of sol_fraction "
         "(datasheet roofline) over all the op's shapes, cold L2. Produced by experiments/offline_sweep.py.\n\n"

@@ -55,19 +55,21 @@ def main() -> int:
     if rep:
         out += ["## The same kernel timed twice in one run (RMSNorm, bf16)", "",
                 "| shape | method | run A µs | run B µs | spread | limit |", "|---|---|---|---|---|---|"]
-        out += [f"| {r['shape'][0]}x{r['shape'][1]} | {r['method']} | {fmt(r['a_us'], '.3f')} | {fmt(r['b_us'], '.3f')} "
-                f"| {r['spread']:.2%} | {r['limit']:.0%} |" for r in rep]
+        out += [f"| {r['shape'][0]}x{r['shape'][1]} | {r['method']} | {fmt(r['a_us'], '.3f')} "
+                f"| {fmt(r['b_us'], '.3f')} | {r['spread']:.2%} | {r['limit']:.0%} |" for r in rep]
         out.append("")
     ka = [r for r in rows if r["kind"].startswith("known_")]
     if ka:
         out += ["## Known answers", "", "| case | time µs | IOU | MFU | SOL fraction |", "|---|---|---|---|---|"]
         for r in ka:
             if r["kind"] == "known_matmul":
-                out.append(f"| bf16 8192³ cuBLAS (eager reference) | {fmt(r['eager_us'], '.2f')} | - | {fmt(r['eager_mfu'], '.2f')} | - |")
-                out.append(f"| bf16 8192³ Triton candidate | {fmt(r['time_us'], '.2f')} | - | {fmt(r['candidate_mfu'], '.2f')} | - |")
+                out.append(f"| bf16 8192³ cuBLAS (eager reference) | {fmt(r['eager_us'], '.2f')} | - "
+                           f"| {fmt(r['eager_mfu'], '.2f')} | - |")
+                out.append(f"| bf16 8192³ Triton candidate | {fmt(r['time_us'], '.2f')} | - "
+                           f"| {fmt(r['candidate_mfu'], '.2f')} | - |")
             else:
-                out.append(f"| {r['kind'][6:]} {r.get('shape', '')} | {fmt(r['time_us'], '.2f')} | {fmt(r.get('iou'), '.2f')} | - | "
-                           f"{fmt(r.get('sol_fraction'), '.4f')} |")
+                out.append(f"| {r['kind'][6:]} {r.get('shape', '')} | {fmt(r['time_us'], '.2f')} "
+                           f"| {fmt(r.get('iou'), '.2f')} | - | {fmt(r.get('sol_fraction'), '.4f')} |")
         out.append("")
     three = [r for r in rows if r["kind"] == "three_ops"]
     if three:
@@ -76,17 +78,19 @@ def main() -> int:
                 "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in three:
             ci = r.get("ci") or [None, None]
-            out.append(f"| {r['op']} | {r['label']} | {r['method']} | {fmt(r['time_us'], '.2f')} | {fmt(ci[0], '.2f')}–{fmt(ci[1], '.2f')} | "
-                       f"{fmt(r['eager_us'], '.2f')} | {fmt(r['compile_us'], '.2f')} | {fmt(r['speedup_eager'], '.2f')} | "
-                       f"{fmt(r['speedup_compile'], '.2f')} | {fmt(r['sol_fraction'], '.2f')} | {fmt(r['eager_call_us'], '.2f')} |")
+            out.append(f"| {r['op']} | {r['label']} | {r['method']} | {fmt(r['time_us'], '.2f')} "
+                       f"| {fmt(ci[0], '.2f')}–{fmt(ci[1], '.2f')} | {fmt(r['eager_us'], '.2f')} "
+                       f"| {fmt(r['compile_us'], '.2f')} | {fmt(r['speedup_eager'], '.2f')} "
+                       f"| {fmt(r['speedup_compile'], '.2f')} | {fmt(r['sol_fraction'], '.2f')} "
+                       f"| {fmt(r['eager_call_us'], '.2f')} |")
         out.append("")
     par = [r for r in rows if r["kind"] == "parallel"]
     if par:
         out += ["## Four evaluations at once against one alone (rms_norm, GPU lock)", "",
                 "| shape | alone µs | in parallel µs | spread | limit | that evaluation's wait for the GPU s |",
                 "|---|---|---|---|---|---|"]
-        out += [f"| {r['shape']} | {fmt(r['solo_us'], '.2f')} | {fmt(r['parallel_us'], '.2f')} | {r['spread']:.2%} | {r['limit']:.0%} "
-                f"| {fmt(r['gpu_wait_s'], '.1f')} |" for r in par]
+        out += [f"| {r['shape']} | {fmt(r['solo_us'], '.2f')} | {fmt(r['parallel_us'], '.2f')} | {r['spread']:.2%} "
+                f"| {r['limit']:.0%} | {fmt(r['gpu_wait_s'], '.1f')} |" for r in par]
         out.append("")
     cal = src / "calibration.json"
     if cal.exists():
