@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from aka.evaluate.result import EvalResult
     from aka.problem import Problem
 
-REASON_CHARS = 300       # a shape's failure reason in a prompt: its first lines say what differs
+REASON_CHARS = 300       # a shape's failure reason in a prompt, its tail kept (util.trim)
 NCU_KEYS = ("bytes_over_min", "occupancy_pct", "spill_bytes", "registers_per_thread", "dram_pct", "sm_pct")
 PROFILE_KERNELS = 4      # the heaviest kernels of a shape's profile shown
 
