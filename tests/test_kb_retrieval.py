@@ -57,3 +57,19 @@ def test_file_retriever_ranks_the_note_naming_the_measured_symptom_first(tmp_pat
     sig = Signals((ShapeSignal(sol_fraction=0.04, sol_us=0.3, correct=True),))
     assert [h.id for h in FileRetriever(tmp_path).retrieve(problem, sig, [], 2)] == ["patterns/b-launch",
                                                                                        "patterns/a-plain"]
+
+
+def test_the_round_prompt_renders_the_typed_signals():
+    from aka.agent.prompts import PromptRenderer
+    ncu = {"available": True, "bytes_over_min": 2.25, "occupancy_pct": 18.0, "spill_bytes": 96,
+           "registers_per_thread": 255, "dram_pct": 41.5, "sm_pct": 7.25}
+    s = ShapeResult("5", "num_tokens=37", correct=True, time_us=12.5, sol_us=7.25, sol_fraction=0.58, bound="memory",
+                    iou=0.58, speedup_eager=2.25, speedup_compile=1.125, ncu=ncu,
+                    profile=[{"kernel": "_rms_kernel", "kind": "triton", "calls": 3, "us": 4.5}])
+    sig = Signals.from_result(EvalResult(status="pass", problem="rms_norm", device="cuda", shapes=[s]), {"5": 0.75}, set())
+    parent = {"id": "c0003", "is_incumbent": True, "objective": 0.58, "kind": "sol_fraction", "source": "pass"}
+    text = PromptRenderer().render("round.j2", first=False, summary=None, last=[], failure="", parent=parent,
+                                   signals=sig, hits=[], tried=[], techniques=[], ask="Improve it.")
+    assert "| 5 num_tokens=37 | 0.75 | yes | 12.50 | 7.25 | 0.580 | memory | 0.58 | - | 2.25 | 1.12 |" in text
+    assert "bytes over the minimum 2.25x" in text and "registers/thread 255" in text and "spill bytes 96" in text
+    assert "_rms_kernel (triton, 3x, 4.50 µs)" in text
