@@ -38,3 +38,21 @@ def atomic_write_json(path: str | Path, data, **dump_kwargs) -> Path:
             pass
         raise
     return path
+
+
+def fmt(v, spec: str = ".3g") -> str:
+    """A value for a table, a report or a prompt: None -> "-", a bool -> yes/no, a float by `spec`;
+    an integer (a count, a register number) prints exactly, as does anything else."""
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return format(v, spec)
+    return str(v)
+
+
+def trim(text: str | None, limit: int) -> str:
+    """The last `limit` characters of a text (a traceback's last frames say the most), marked as cut."""
+    text = (text or "").strip()
+    return text if len(text) <= limit else "[...]\n" + text[-limit:]

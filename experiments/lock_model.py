@@ -9,7 +9,7 @@ coordination, not the host: what several jobs lose to waiting for each other. Tw
   one-hold:  the 4 refreshes made ahead under the shared lock, then preparation and all rounds in
              one exclusive hold (timing.ShapeTimer.run since afe14af)
 
-    python experiments/lock_model.py [--jobs 8] [--shapes 6] > experiments/results/lock_model.md
+    python experiments/lock_model.py [--jobs 8] [--shapes 6] > results/cpu/lock_model.md
 
 Bound: all jobs' exclusive time in series plus one job's shared work (shared work overlaps other
 jobs' shared work, never an exclusive hold).

@@ -6,7 +6,7 @@ knowledge base's own table: how close its best kernel per op gets to the measure
 
 For each op: every knowledge-base kernel of the op untuned (defaults) on all shapes, then
 `aka optimize op=<op> shape=all model=offline iters=N n=K` in its own process. Objectives are the
-importance-weighted geomean of sol_fraction over the op's shapes (aka/agent/objective.py); eager
+importance-weighted geomean of sol_fraction over the op's shapes (aka/objective.py); eager
 and compile get the same aggregate from the times the harness measured for the same shapes.
 With --jobs > 1 several ops run at once: their checks share the GPU and their timings take turns
 under the harness's GPU lock (aka/evaluate/gpulock.py), so no timed region overlaps another.
@@ -73,12 +73,9 @@ def tune(op: str, a, out: Path, log) -> dict:
     return {"offline_tuned": tuned, "optimize_rc": rc, "tune_wall_s": round(time.time() - t0, 1)}
 
 
-def _f(v, spec=".3f"):
-    return "-" if v is None else format(v, spec)
-
-
 def write_tables(rows: list[dict], out: Path, prov: str) -> None:
     from aka.kb.best import markdown
+    from aka.util import fmt
     rows = sorted(rows, key=lambda r: r["op"])
     (out / "offline_sweep.json").write_text(json.dumps(rows, indent=1))
     lines = ["| op | eager | torch.compile | best KB kernel, untuned | offline proposer | proposer / compile |",
@@ -87,8 +84,9 @@ def write_tables(rows: list[dict], out: Path, prov: str) -> None:
         if r.get("optimize_rc") is None:
             continue
         ratio = r["offline_tuned"] / r["compile"] if r.get("offline_tuned") and r.get("compile") else None
-        lines.append(f"| {r['op']} | {_f(r.get('eager'))} | {_f(r.get('compile'))} | {_f(r.get('best_kb_untuned'))} "
-                     f"({r.get('best_kb_kernel')}) | {_f(r.get('offline_tuned'))} | {_f(ratio, '.2f')} |")
+        lines.append(f"| {r['op']} | {fmt(r.get('eager'), '.3f')} | {fmt(r.get('compile'), '.3f')} "
+                     f"| {fmt(r.get('best_kb_untuned'), '.3f')} ({r.get('best_kb_kernel')}) "
+                     f"| {fmt(r.get('offline_tuned'), '.3f')} | {fmt(ratio, '.2f')} |")
     (out / "offline_sweep.md").write_text(
         "# Offline proposer sweep\n\n" + prov + "\n\nObjective: importance-weighted geomean of sol_fraction "
         "(datasheet roofline) over all the op's shapes, cold L2. Produced by experiments/offline_sweep.py.\n\n"

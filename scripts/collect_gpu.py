@@ -1,7 +1,7 @@
 """Turn a device run's $OUT folder into committed tables with provenance.
 
-    tar xzf /work/.device/N/results.tgz -C /tmp/gpu
-    python scripts/collect_gpu.py /tmp/gpu/harness [--dest bench/results/h200]
+    mkdir -p /tmp/gpu && tar xzf <files_at>/results.tgz -C /tmp/gpu
+    python scripts/collect_gpu.py /tmp/gpu/harness [--dest results/h200/harness]
 
 Reads provenance.txt, calibration.json, gpu_results.jsonl, pytest logs and eval JSONs written by
 `scripts/gpu_run.sh harness`; writes markdown tables plus the raw files they were made from.
@@ -11,18 +11,17 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
 
-def _f(v, spec=".2f"):
-    return "-" if v is None else format(v, spec)
+from aka.util import fmt  # noqa: E402
 
 
 def _gpu_cases() -> dict:
     """name -> the Case of tests/test_adversarial.py's GPU list (expected status and cause)."""
-    import sys
-    repo = Path(__file__).resolve().parent.parent
-    sys.path.insert(0, str(repo))
     try:
         from tests.test_adversarial import GPU_CASES
     except Exception:  # noqa: BLE001 - the table then shows '?' for the expectations
@@ -33,7 +32,7 @@ def _gpu_cases() -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("src")
-    ap.add_argument("--dest", default="bench/results/h200")
+    ap.add_argument("--dest", default="results/h200/harness")
     ap.add_argument("--note", default="", help="a line under the provenance (e.g. which commit ran)")
     a = ap.parse_args()
     src, dest = Path(a.src), Path(a.dest)
@@ -56,19 +55,21 @@ def main() -> int:
     if rep:
         out += ["## The same kernel timed twice in one run (RMSNorm, bf16)", "",
                 "| shape | method | run A µs | run B µs | spread | limit |", "|---|---|---|---|---|---|"]
-        out += [f"| {r['shape'][0]}x{r['shape'][1]} | {r['method']} | {_f(r['a_us'], '.3f')} | {_f(r['b_us'], '.3f')} "
-                f"| {r['spread']:.2%} | {r['limit']:.0%} |" for r in rep]
+        out += [f"| {r['shape'][0]}x{r['shape'][1]} | {r['method']} | {fmt(r['a_us'], '.3f')} "
+                f"| {fmt(r['b_us'], '.3f')} | {r['spread']:.2%} | {r['limit']:.0%} |" for r in rep]
         out.append("")
     ka = [r for r in rows if r["kind"].startswith("known_")]
     if ka:
         out += ["## Known answers", "", "| case | time µs | IOU | MFU | SOL fraction |", "|---|---|---|---|---|"]
         for r in ka:
             if r["kind"] == "known_matmul":
-                out.append(f"| bf16 8192³ cuBLAS (eager reference) | {_f(r['eager_us'])} | - | {_f(r['eager_mfu'])} | - |")
-                out.append(f"| bf16 8192³ Triton candidate | {_f(r['time_us'])} | - | {_f(r['candidate_mfu'])} | - |")
+                out.append(f"| bf16 8192³ cuBLAS (eager reference) | {fmt(r['eager_us'], '.2f')} | - "
+                           f"| {fmt(r['eager_mfu'], '.2f')} | - |")
+                out.append(f"| bf16 8192³ Triton candidate | {fmt(r['time_us'], '.2f')} | - "
+                           f"| {fmt(r['candidate_mfu'], '.2f')} | - |")
             else:
-                out.append(f"| {r['kind'][6:]} {r.get('shape', '')} | {_f(r['time_us'])} | {_f(r.get('iou'))} | - | "
-                           f"{_f(r.get('sol_fraction'), '.4f')} |")
+                out.append(f"| {r['kind'][6:]} {r.get('shape', '')} | {fmt(r['time_us'], '.2f')} "
+                           f"| {fmt(r.get('iou'), '.2f')} | - | {fmt(r.get('sol_fraction'), '.4f')} |")
         out.append("")
     three = [r for r in rows if r["kind"] == "three_ops"]
     if three:
@@ -77,17 +78,19 @@ def main() -> int:
                 "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in three:
             ci = r.get("ci") or [None, None]
-            out.append(f"| {r['op']} | {r['label']} | {r['method']} | {_f(r['time_us'])} | {_f(ci[0])}–{_f(ci[1])} | "
-                       f"{_f(r['eager_us'])} | {_f(r['compile_us'])} | {_f(r['speedup_eager'])} | "
-                       f"{_f(r['speedup_compile'])} | {_f(r['sol_fraction'])} | {_f(r['eager_call_us'])} |")
+            out.append(f"| {r['op']} | {r['label']} | {r['method']} | {fmt(r['time_us'], '.2f')} "
+                       f"| {fmt(ci[0], '.2f')}–{fmt(ci[1], '.2f')} | {fmt(r['eager_us'], '.2f')} "
+                       f"| {fmt(r['compile_us'], '.2f')} | {fmt(r['speedup_eager'], '.2f')} "
+                       f"| {fmt(r['speedup_compile'], '.2f')} | {fmt(r['sol_fraction'], '.2f')} "
+                       f"| {fmt(r['eager_call_us'], '.2f')} |")
         out.append("")
     par = [r for r in rows if r["kind"] == "parallel"]
     if par:
         out += ["## Four evaluations at once against one alone (rms_norm, GPU lock)", "",
                 "| shape | alone µs | in parallel µs | spread | limit | that evaluation's wait for the GPU s |",
                 "|---|---|---|---|---|---|"]
-        out += [f"| {r['shape']} | {_f(r['solo_us'])} | {_f(r['parallel_us'])} | {r['spread']:.2%} | {r['limit']:.0%} "
-                f"| {_f(r['gpu_wait_s'], '.1f')} |" for r in par]
+        out += [f"| {r['shape']} | {fmt(r['solo_us'], '.2f')} | {fmt(r['parallel_us'], '.2f')} | {r['spread']:.2%} "
+                f"| {r['limit']:.0%} | {fmt(r['gpu_wait_s'], '.1f')} |" for r in par]
         out.append("")
     cal = src / "calibration.json"
     if cal.exists():

@@ -3,15 +3,16 @@
     mkdir -p /tmp/gpu && tar xzf <files_at>/results.tgz -C /tmp/gpu
     python scripts/collect_runs.py /tmp/gpu [--reweigh]
 
-Whatever of these the call produced (scripts/gpu_run.sh modes) is collected:
-  bench/   -> bench/results/h200/baselines/ (records, run.json, provenance, log), then
+Whatever of these the call produced (scripts/gpu_run.sh modes) is collected (results/README.md
+is the index of that tree):
+  bench/   -> results/h200/bench/baselines/ (records, run.json, provenance, log), then
               `aka bench report --weights bench/weights.json` there; --reweigh also runs
-              `aka bench weigh --times` on it into bench/results/h200/weights_measured.json
-  kb/      -> the H200 entries of knowledge_base/kernels/*/*.results.json, the call's log
-              appended to knowledge_base/KERNELS_H200.log, then
-              `aka kb best --out knowledge_base/KERNELS_H200.md`
-  sweep/   -> experiments/results/h200/sweep/ (tables, JSON, per-op optimize logs and runs)
-  agent1/  -> experiments/results/h200/optimize-rms_norm-4096/
+              `aka bench weigh --times` on it into results/h200/bench/weights_measured.json
+  kb/      -> results/kb/kernels/*/*.results.json (`aka kb verify`'s verdicts), the call's log
+              appended to results/h200/kb/kb_verify.log, then
+              `aka kb best --out knowledge_base/KERNELS_H200.md` (the table stays beside the kernels)
+  sweep/   -> results/h200/agent/sweep/ (tables, JSON, per-op optimize logs and runs)
+  agent1/  -> results/h200/agent/optimize-rms_norm-4096/
   cache/   -> .gpucache/ (calibration and baselines, to carry into the next call)
 harness/ is collect_gpu.py's. Nothing here measures: it moves files and runs the repo's commands.
 """
@@ -46,13 +47,13 @@ def replace_dir(src: Path, dest: Path) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("src", help="the unpacked results.tgz")
-    ap.add_argument("--reweigh", action="store_true", help="weights from the measured times -> bench/results/h200/weights_measured.json")
+    ap.add_argument("--reweigh", action="store_true", help="weights from the measured times -> results/h200/bench/weights_measured.json")
     ap.add_argument("--repo", default=str(REPO), help="where the results go (default: this checkout)")
     a = ap.parse_args()
     repo = Path(a.repo).resolve()
     src = Path(a.src)
     if (src / "bench" / "run" / "records.jsonl").exists():
-        dest = repo / "bench" / "results" / "h200" / "baselines"
+        dest = repo / "results" / "h200" / "bench" / "baselines"
         # a resumed run spans several calls: keep each call's log and provenance (segment N is
         # run.json's Nth segment), which replacing the run directory would drop
         kept = {f.name: f.read_bytes() for f in dest.glob("*_segment*.*")} if dest.is_dir() else {}
@@ -69,11 +70,11 @@ def main() -> int:
         aka(repo, "bench", "report", str(dest), "--weights", "bench/weights.json")
         if a.reweigh:
             aka(repo, "bench", "weigh", "--workload", "bench/workloads/serving_mix.yaml", "--times",
-                "bench/results/h200/baselines", "--out", "bench/results/h200/weights_measured.json")
+                "results/h200/bench/baselines", "--out", "results/h200/bench/weights_measured.json")
     kb = src / "kb" / "results_json.tgz"
     if kb.exists():
         with tarfile.open(kb) as t:
-            members = [m for m in t.getmembers() if m.isfile() and m.name.startswith("knowledge_base/kernels/")
+            members = [m for m in t.getmembers() if m.isfile() and m.name.startswith("results/kb/kernels/")
                        and m.name.endswith(".results.json") and ".." not in m.name]
             t.extractall(repo, members=members, filter="data")
         print(f"{len(members)} knowledge-base results files updated")
@@ -81,19 +82,21 @@ def main() -> int:
             # one section per device call, appended: a kernel's current result may come from an
             # earlier call than this one, and its log line must stay
             prov = src / "kb" / "provenance.txt"
-            with open(repo / "knowledge_base" / "KERNELS_H200.log", "a") as f:
+            log = repo / "results" / "h200" / "kb" / "kb_verify.log"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with open(log, "a") as f:
                 f.write("\n## device call\n" + (prov.read_text() if prov.exists() else "")
                         + (src / "kb" / "kb_verify.log").read_text())
         aka(repo, "kb", "best", "--out", "knowledge_base/KERNELS_H200.md")
     if (src / "sweep" / "sweep").is_dir():
-        dest = repo / "experiments" / "results" / "h200" / "sweep"
+        dest = repo / "results" / "h200" / "agent" / "sweep"
         replace_dir(src / "sweep" / "sweep", dest)
         for name in ("provenance.txt", "sweep.log"):
             if (src / "sweep" / name).exists():
                 shutil.copy(src / "sweep" / name, dest / name)
     run = src / "agent1" / "runs" / "rms_norm-4096"
     if run.is_dir():
-        dest = repo / "experiments" / "results" / "h200" / "optimize-rms_norm-4096"
+        dest = repo / "results" / "h200" / "agent" / "optimize-rms_norm-4096"
         replace_dir(run, dest)
         for name in ("provenance.txt", "optimize.log"):
             if (src / "agent1" / name).exists():

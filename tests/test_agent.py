@@ -17,8 +17,10 @@ from aka.agent.edits import parse_reply, techniques_of
 from aka.agent.llm_proposer import LLMProposer
 from aka.agent.objective import Score, acceptable, better, confirmed, score
 from aka.agent.offline import OfflineProposer, guidance, load_families, read_params, set_params
-from aka.agent.prompts import PromptRenderer, hardware_context, signals, task_context
-from aka.agent.retrieve import FileRetriever, split_front_matter
+from aka.agent.prompts import PromptRenderer, hardware_context, task_context
+from aka.kb.entries import split_front_matter
+from aka.kb.file_retriever import FileRetriever
+from aka.kb.retrieval import Signals
 from aka.agent.shapes import task_shapes, match_shapes
 from aka.agent.state import State, make_budget
 from aka.agent.store import Candidate, RunStore, StoreError
@@ -86,7 +88,7 @@ def test_techniques_inside_code_are_ignored():
 
 def _round_vars(problem, task):
     r = PromptRenderer()
-    return r, dict(first=True, summary=None, last=[], failure="", parent=None, signals=signals(None, {}, set()),
+    return r, dict(first=True, summary=None, last=[], failure="", parent=None, signals=Signals.from_result(None, {}, set()),
                    hits=[], tried=[], techniques=[], ask="Write it.", task=task_context(problem, task, task.note, "cpu"),
                    hw=hardware_context("cpu", "H200 SXM 141GB"))
 
@@ -145,7 +147,7 @@ def test_llm_proposer_samples_n_replies_and_keeps_a_budget_stop_from_losing_them
 
 
 def test_kb_hits_are_sent_once_while_the_conversation_still_holds_them():
-    from aka.agent.retrieve import Hit
+    from aka.kb.retrieval import Hit
     problem = load_problem(OP)
     task = task_shapes(problem, "a", "cpu", 65536)
     llm = ScriptedLLM([fence(GOOD)] * 4)
@@ -166,7 +168,7 @@ def test_kb_hits_are_sent_once_while_the_conversation_still_holds_them():
 
 def _ctx(problem, task, st: State, r: int):
     from aka.agent.base import RoundContext
-    return RoundContext(r, problem, task, "cpu", None, None, list(st.history), [], signals(None, {}, set()), [],
+    return RoundContext(r, problem, task, "cpu", None, None, list(st.history), [], Signals.from_result(None, {}, set()), [],
                         st.techniques(), st.tried_lines(), st.summary())
 
 
@@ -354,7 +356,7 @@ def test_file_retriever_ranks_op_then_category_and_prefers_untried_techniques(tm
     note("patterns/cat1.md", id="patterns/cat1", title="Cat1", categories=["Normalization"], techniques=["tried-one"])
     note("patterns/cat2.md", id="patterns/cat2", title="Cat2", categories=["Normalization"], techniques=["new-one"])
     note("patterns/other.md", id="patterns/other", title="Other", categories=["MatrixMultiply"])
-    hits = FileRetriever(tmp_path).retrieve(load_problem(OP), {"shapes": []}, ["tried-one"], 5)
+    hits = FileRetriever(tmp_path).retrieve(load_problem(OP), Signals(), ["tried-one"], 5)
     assert [h.id for h in hits] == ["ops/mine", "patterns/cat2", "patterns/cat1"]
     assert "body of ops/mine.md" in hits[0].text and hits[0].layer == "ops"
     assert split_front_matter("no header") == ({}, "no header")

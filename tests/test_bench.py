@@ -110,7 +110,7 @@ def _rebuild(like, named: dict):
     return type(like)(named[str(i)] for i in range(len(like)))
 
 
-@pytest.mark.parametrize("committed_file", ["bench/weights.json", "bench/results/h200/weights_measured.json"])
+@pytest.mark.parametrize("committed_file", ["bench/weights.json", "results/h200/bench/weights_measured.json"])
 def test_weights_reproduce_from_committed_workload(tmp_path, committed_file):
     """The command a committed weights file names in its provenance (the workload alone: roofline
     estimate; with --times: the H200 run's measured times) recomputes those weights exactly."""

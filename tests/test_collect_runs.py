@@ -18,9 +18,9 @@ def test_sweep_agent_and_cache_land_where_the_repo_keeps_them(tmp_path):
     done = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "collect_runs.py"), str(src), "--repo", str(repo)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert (repo / "experiments/results/h200/sweep/offline_sweep.md").read_text() == "| op |\n"
-    assert (repo / "experiments/results/h200/sweep/provenance.txt").exists()
-    assert (repo / "experiments/results/h200/optimize-rms_norm-4096/best.json").exists()
+    assert (repo / "results/h200/agent/sweep/offline_sweep.md").read_text() == "| op |\n"
+    assert (repo / "results/h200/agent/sweep/provenance.txt").exists()
+    assert (repo / "results/h200/agent/optimize-rms_norm-4096/best.json").exists()
     assert (repo / ".gpucache/baselines/rms_norm-9-x.json").exists()
 
 
@@ -31,11 +31,11 @@ def test_each_calls_kb_log_is_appended_not_overwritten(tmp_path):
     import tarfile
     src, repo = tmp_path / "gpu", tmp_path / "repo"
     (src / "kb").mkdir(parents=True)
-    (repo / "knowledge_base" / "kernels" / "rms_norm").mkdir(parents=True)
+    (repo / "results" / "kb" / "kernels" / "rms_norm").mkdir(parents=True)
     for call in (1, 2):
         with tarfile.open(src / "kb" / "results_json.tgz", "w:gz") as t:
             data = b'{"kernel": "rms_norm/rowwise", "devices": {}}'
-            info = tarfile.TarInfo("knowledge_base/kernels/rms_norm/rowwise.results.json")
+            info = tarfile.TarInfo("results/kb/kernels/rms_norm/rowwise.results.json")
             info.size = len(data)
             t.addfile(info, io.BytesIO(data))
         (src / "kb" / "kb_verify.log").write_text(f"kernels/rms_norm/rowwise.py: pass (call {call})\n")
@@ -43,7 +43,7 @@ def test_each_calls_kb_log_is_appended_not_overwritten(tmp_path):
         done = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "collect_runs.py"), str(src),
                                "--repo", str(repo)], capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
-    log = (repo / "knowledge_base" / "KERNELS_H200.log").read_text()
+    log = (repo / "results" / "h200" / "kb" / "kb_verify.log").read_text()
     assert log.count("## device call") == 2
     assert log.index("(call 1)") < log.index("source abc2") < log.index("(call 2)")
-    assert (repo / "knowledge_base/kernels/rms_norm/rowwise.results.json").exists()
+    assert (repo / "results/kb/kernels/rms_norm/rowwise.results.json").exists()

@@ -13,6 +13,7 @@ import pytest
 from aka.kb import evalset
 from aka.kb.bm25 import BM25, tokenize
 from aka.kb.chunks import kb_files, load_chunks, parse_kernel, parse_note, search_text, split_sections
+from aka.kb.retrieval import Signals
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -334,39 +335,40 @@ def test_retrieve_dedups_boosts_and_demotes_tried(built):
     r = ChromaRetriever(built.root, built.cache, refresh=False)
     prob = SimpleNamespace(name="softmax", category="Activation",
                            meta={"description": "softmax over the last dim, bf16 rows"})
-    hits = r.retrieve(prob, {}, [], 3)
+    hits = r.retrieve(prob, Signals(), [], 3)
     assert len(hits) == 3 and len({h.id.split("#")[0] for h in hits}) == 3
-    base = [s.id for s in r.ranked(prob, {}, [])]
+    base = [s.id for s in r.ranked(prob, Signals(), [])]
     assert {b.split("#")[0] for b in base[:4]} <= {"ops/softmax", "kernels/softmax/online", "patterns/online-softmax"}
-    many = r.retrieve(prob, {}, [], 12)
+    many = r.retrieve(prob, Signals(), [], 12)
     assert len({h.id for h in many}) == 12  # k beyond the number of notes: more chunks per note
     rms = SimpleNamespace(name="rms_norm", category="Normalization", meta={"description": "RMSNorm over the last dim"})
-    plain = {s.id: s.score for s in r.ranked(rms, {}, [])}
+    plain = {s.id: s.score for s in r.ranked(rms, Signals(), [])}
     tried = ["Multi row per program", "vectorized_access"]  # both techniques of the rms_norm kernel
-    demoted = {s.id: s.score for s in r.ranked(rms, {}, tried)}
+    demoted = {s.id: s.score for s in r.ranked(rms, Signals(), tried)}
     assert demoted["kernels/rms_norm/rows"] == pytest.approx(0.5 * plain["kernels/rms_norm/rows"])
     assert demoted["ops/rms_norm#semantics"] == pytest.approx(0.75 * plain["ops/rms_norm#semantics"])  # 1 of 2
     assert demoted["triton/launch#the-cost-of-a-small-kernel"] == plain["triton/launch#the-cost-of-a-small-kernel"]
-    before = [h.id for h in r.retrieve(rms, {}, [], 4)]
-    after = [h.id for h in r.retrieve(rms, {}, tried, 4)]
+    before = [h.id for h in r.retrieve(rms, Signals(), [], 4)]
+    after = [h.id for h in r.retrieve(rms, Signals(), tried, 4)]
     assert before[0].startswith("ops/rms_norm#") and after[0].startswith("ops/rms_norm#")  # own playbook first
     assert before[1] == "kernels/rms_norm/rows"  # the op's kernel is pinned while none of its techniques is tried
     assert after.index("kernels/rms_norm/rows") > 1
 
 
 def test_symptom_phrases_from_signals():
+    from aka.kb.retrieval import NcuSignal, ShapeSignal
     from aka.kb.retriever import symptom_phrases
-    sig = {"shapes": [
-        {"sol_fraction": 0.02, "sol_us": 0.11, "bound": "memory", "correct": True},
-        {"sol_fraction": 0.4, "sol_us": 30.0, "bound": "memory", "correct": True,
-         "ncu": {"bytes_over_min": 2.1, "occupancy_pct": 12.0, "spill_bytes": 64}},
-        {"sol_fraction": 0.01, "sol_us": 0.1, "correct": False}],
-        "failure": "incorrect: outlier stage: rel_err 0.3"}
+    sig = Signals((
+        ShapeSignal(sol_fraction=0.02, sol_us=0.11, bound="memory", correct=True),
+        ShapeSignal(sol_fraction=0.4, sol_us=30.0, bound="memory", correct=True,
+                    ncu=NcuSignal(bytes_over_min=2.1, occupancy_pct=12.0, spill_bytes=64)),
+        ShapeSignal(sol_fraction=0.01, sol_us=0.1, correct=False)),
+        failure="incorrect: outlier stage: rel_err 0.3")
     p = " | ".join(symptom_phrases(sig))
     for word in ("launch-bound", "far below memory bandwidth", "2.1x the minimum", "low occupancy",
                  "register spills", "outlier"):
         assert word in p
-    assert symptom_phrases({"shapes": [], "failure": ""}) == []
+    assert symptom_phrases(Signals()) == []
 
 
 # -- verify, stats and the command line ----------------------------------------------------

@@ -1,6 +1,6 @@
 """Every knowledge-base kernel passes `aka eval` on its operator's small shapes (CPU interpreter).
 A kernel that stops passing fails CI. GPU verification over the benchmark shapes is
-`aka kb verify --device cuda` (results in knowledge_base/kernels/<op>/<name>.results.json)."""
+`aka kb verify --device cuda` (results in results/kb/kernels/<op>/<name>.results.json)."""
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest

@@ -5,9 +5,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from aka.agent.dropout import DropoutDecision
-from aka.agent.retrieve import Hit
 from aka.agent.shapes import TaskShapes
 from aka.agent.store import Candidate
+from aka.kb.retrieval import Hit, Signals
 from aka.problem import Problem
 
 
@@ -62,7 +62,7 @@ class RoundContext:
     incumbent: Candidate | None
     history: list[Candidate]           # every candidate so far, oldest first
     last: list[Candidate]              # the previous round's candidates
-    signals: dict                      # roofline signal of the parent (aka.agent.prompts.signals)
+    signals: Signals                   # roofline signal of the parent (aka.kb.retrieval.Signals)
     hits: list[Hit]
     techniques: list[str]              # used so far, minus those dropped
     tried: list[str]                   # one line per recent attempt

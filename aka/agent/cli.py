@@ -172,7 +172,7 @@ def run_optimize(cfg, store, problem, task, console, *, resumed: bool = False, o
     retriever = None
     if proposer.name != "offline":
         if cfg.retrieval.backend == "files":
-            from aka.agent.retrieve import FileRetriever
+            from aka.kb.file_retriever import FileRetriever
             retriever = FileRetriever(cfg.retrieval.kb_dir, cfg.retrieval.max_chars)
         elif cfg.retrieval.backend == "chroma":
             from aka.kb.retriever import ChromaRetriever

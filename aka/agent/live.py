@@ -6,7 +6,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 
-from aka.agent.prompts import fmt
+from aka.util import fmt
 
 _COLOUR = {"accepted": "green", "rejected": "yellow", "invalid_proposal": "magenta", "llm_error": "magenta",
            "dropout": "cyan", "fatal": "bold red", "crash": "bold red", "stop": "bold", "budget": "bold"}

@@ -17,13 +17,14 @@ from aka.agent import dropout as drop
 from aka.agent.base import BudgetStop, FatalStop, Proposal, RoundContext, Stalled, Stop, TargetReached
 from aka.agent.config import OptimizeConfig
 from aka.agent.objective import acceptable, better, confirmed, score
-from aka.agent.prompts import fmt, signals
 from aka.agent.shapes import elements
 from aka.agent.state import State, make_budget
 from aka.agent.store import Candidate, RunStore
 from aka.evaluate.api import EvalConfig, evaluate
 from aka.evaluate.sandbox import SandboxConfig
+from aka.kb.retrieval import Signals
 from aka.llm import BudgetExceeded, ContextTooLongError, FatalLLMError, LLMError, TransientLLMError
+from aka.util import fmt
 
 
 @dataclass
@@ -116,7 +117,7 @@ class Optimizer:
         if limit is not None and self.round_s:
             # A round is not started when it would end past the wall budget: the longest of the
             # last three (rounds of 8 ops sharing one GPU took 100+ s, and a budget checked only
-            # between rounds overran 320 s by up to 127 s in session 8's sweep).
+            # between rounds overran 320 s by up to 127 s in the H200 sweep, results/h200/agent/).
             need, used = max(self.round_s[-3:]), self.budget.elapsed_s()
             if used + need > limit:
                 raise BudgetStop(f"budget: max_wall_s={limit:g} would be passed by another round "
@@ -185,7 +186,7 @@ class Optimizer:
     def context(self, r: int) -> RoundContext:
         st = self.state
         parent = st.get(st.parent_override) or st.incumbent
-        sig = signals(parent.result if parent else None, self.task.weights, self.small_ids, st.failure)
+        sig = Signals.from_result(parent.result if parent else None, self.task.weights, self.small_ids, st.failure)
         hits = []
         if self.retriever is not None and self.cfg.retrieval.enabled:
             k = self.cfg.retrieval.k

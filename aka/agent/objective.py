@@ -1,17 +1,17 @@
 """What a candidate scores and when it may replace the incumbent.
 
-GPU: the importance-weighted geometric mean of sol_fraction over the task's shapes (weights from
-`ShapeCase.weight`), the Atrex-Bench per-shape score aggregated the way DESIGN.md aggregates a
-suite. When the GPU has no datasheet entry (no sol_fraction), the weighted geomean of the speedup
-over eager PyTorch stands in, and the score's `kind` says so; scores of different kinds are never
-compared. CPU (Triton interpreter): no timings exist, so the objective is the weighted pass rate.
+GPU: the objective of aka/objective.py (the importance-weighted geometric mean of sol_fraction
+over the task's shapes). When the GPU has no datasheet entry (no sol_fraction), the same mean of
+the speedup over eager PyTorch stands in, and the score's `kind` says so; scores of different kinds
+are never compared. CPU (Triton interpreter): no timings exist, so the objective is the weighted pass rate.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
 from aka.evaluate.result import EvalResult
-from aka.evaluate.stats import faster_beyond_noise, geomean
+from aka.evaluate.stats import faster_beyond_noise
+from aka.objective import objective
 
 
 @dataclass
@@ -54,11 +54,11 @@ def score(res: EvalResult, weights: dict[str, float], device: str) -> Score:
     sol = {i: getattr(by_id.get(i), "sol_fraction", None) for i in ids}
     if not acceptable(res)[0]:
         return Score(None, "sol_fraction", sol)
-    if all(v and v > 0 for v in sol.values()):
-        return Score(geomean([sol[i] for i in ids], w), "sol_fraction", sol)
+    if (v := objective([sol[i] for i in ids], w)) is not None:
+        return Score(v, "sol_fraction", sol)
     sp = {i: getattr(by_id.get(i), "speedup_eager", None) for i in ids}
-    if all(v and v > 0 for v in sp.values()):
-        return Score(geomean([sp[i] for i in ids], w), "speedup_eager", sp)
+    if (v := objective([sp[i] for i in ids], w)) is not None:
+        return Score(v, "speedup_eager", sp)
     return Score(None, "sol_fraction", sol)
 
 

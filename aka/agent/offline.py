@@ -35,8 +35,9 @@ from pathlib import Path
 
 from aka.agent.base import Proposal, ProposerExhausted, RoundContext
 from aka.agent.dropout import DropoutDecision
-from aka.agent.retrieve import read_entry
 from aka.agent.shapes import elements
+from aka.kb.entries import read_entry
+from aka.objective import objective
 from aka.problem import REPO_ROOT, Problem
 from aka.util import parse_py
 
@@ -154,10 +155,9 @@ def guidance(result, task) -> tuple[str, str]:
 
 def recorded_objective(kernel: Path, op: str, device: str, shape_ids: list[str],
                        weights: dict[str, float]) -> float | None:
-    """The importance-weighted geomean of sol_fraction over `shape_ids` of `op` that the kernel's
-    current, passing `aka kb verify` result on `device`'s kind records (timed by today's method);
-    None without one covering them all, or when the kernel is another op's (a category match)."""
-    from aka.evaluate.stats import geomean
+    """The objective (aka/objective.py) over `shape_ids` of `op` that the kernel's current, passing
+    `aka kb verify` result on `device`'s kind records (timed by today's method); None without one
+    covering them all, or when the kernel is another op's (a category match)."""
     from aka.kb.verify import kernel_op, read_results, source_hash
     kind = device.split(":")[0]
     e = read_results(kernel).get("devices", {}).get(kind) or {}
@@ -168,10 +168,7 @@ def recorded_objective(kernel: Path, op: str, device: str, shape_ids: list[str],
         if e.get("timing_method") != BASELINE_METHOD:
             return None
     by_id = {str(s.get("id")): s.get("sol_fraction") for s in e.get("shapes") or []}
-    vals = [by_id.get(i) for i in shape_ids]
-    if not shape_ids or any(v is None or v <= 0 for v in vals):
-        return None
-    return geomean(vals, [weights.get(i, 1.0) for i in shape_ids])
+    return objective([by_id.get(i) for i in shape_ids], [weights.get(i, 1.0) for i in shape_ids])
 
 
 class OfflineProposer:

@@ -1,5 +1,6 @@
 """Prompt assembly: Jinja2 templates from prompts/ (StrictUndefined: a missing variable fails) and
-the plain-data contexts they render (task, hardware, results, roofline signals)."""
+the plain-data contexts they render (task, hardware, results); the roofline signals they render are
+aka.kb.retrieval.Signals, the same object the retrievers read."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,6 +9,7 @@ import jinja2
 
 from aka.evaluate.result import EvalResult
 from aka.problem import REPO_ROOT, Problem
+from aka.util import fmt, trim
 
 ERROR_CHARS = 1500       # trimmed failure text in a prompt: enough for a traceback's last frames
 SUMMARY_ROWS = 16        # attempts listed in the "tried" summary; older ones are counted only
@@ -27,18 +29,13 @@ class PromptRenderer:
         return self.env.get_template(name).render(**variables)
 
 
-def trim(text: str | None, limit: int = ERROR_CHARS) -> str:
-    text = (text or "").strip()
-    return text if len(text) <= limit else "[...]\n" + text[-limit:]
-
-
 def failure_text(res: EvalResult) -> str:
     """The reason, plus the worker's stderr tail where the failure is a crash or an exception."""
     parts = [f"{res.status}: {res.reason}"]
     parts += [f"shape {s.id}: {s.reason}" for s in res.shapes if s.reason and s.correct is False][:3]
     if res.status in ("compile_error", "runtime_error", "crashed", "timeout") and res.stderr_tail:
         parts.append("stderr:\n" + res.stderr_tail)
-    return trim("\n".join(parts))
+    return trim("\n".join(parts), ERROR_CHARS)
 
 
 def hardware_context(device: str, target_gpu: str) -> dict:
@@ -95,37 +92,3 @@ def task_context(problem: Problem, task, device_note: str | None, device: str) -
         "device": device,
         "device_note": device_note or "",
     }
-
-
-def shape_rows(res: EvalResult, weights: dict[str, float], small_ids: set[str]) -> list[dict]:
-    rows = []
-    for s in res.shapes:
-        ncu = s.ncu if s.ncu and s.ncu.get("available") and not s.ncu.get("error") else None
-        rows.append({
-            "id": s.id, "label": s.label, "weight": weights.get(s.id, 1.0), "correct": s.correct,
-            "failed_stage": s.failed_stage, "reason": trim(s.reason, 300), "time_us": s.time_us,
-            "sol_us": s.sol_us, "sol_fraction": s.sol_fraction, "bound": s.bound, "iou": s.iou,
-            "mfu": s.mfu, "speedup_eager": s.speedup_eager, "speedup_compile": s.speedup_compile,
-            "small": s.id in small_ids,
-            "ncu": {k: ncu.get(k) for k in ("bytes_over_min", "occupancy_pct", "spill_bytes",
-                                            "registers_per_thread", "dram_pct", "sm_pct")} if ncu else None,
-            "profile": [{"kernel": p.get("kernel", "")[:80], "kind": p.get("kind"), "calls": p.get("calls"),
-                         "us": p.get("us")} for p in (s.profile or [])[:4]],
-        })
-    return rows
-
-
-def signals(res: EvalResult | None, weights: dict[str, float], small_ids: set[str],
-            failure: str | None = None) -> dict:
-    """The roofline cost signal of the parent kernel, as plain data for prompts and the retriever."""
-    return {"shapes": shape_rows(res, weights, small_ids) if res else [], "failure": failure or ""}
-
-
-def fmt(v, spec: str = ".3g") -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, float):
-        return format(v, spec)
-    return str(v)

@@ -6,10 +6,9 @@ import re
 import shlex
 from pathlib import Path
 
-from aka.agent.prompts import fmt
 from aka.agent.state import State
 from aka.agent.store import RunStore, now
-from aka.util import parse_py
+from aka.util import fmt, parse_py
 
 
 def verify_command(store: RunStore, problem, task) -> str:

@@ -4,10 +4,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aka.agent.dropout import DropoutDecision
-from aka.agent.prompts import SUMMARY_ROWS, failure_text, fmt
+from aka.agent.prompts import SUMMARY_ROWS, failure_text
 from aka.agent.store import Candidate, RunStore
 from aka.llm import Budget
 from aka.llm.budget import ModelUsage
+from aka.util import fmt
 
 
 @dataclass

@@ -8,10 +8,7 @@ from pathlib import Path
 from aka.bench.run import load_records
 from aka.bench.score import FAST_P, by_impl
 from aka.roofline import LARGE_SOL_US
-
-
-def _f(v, spec=".3f"):
-    return "-" if v is None else format(v, spec)
+from aka.util import fmt
 
 
 def _w(v):
@@ -69,7 +66,7 @@ def write_report(run_dir: Path, weights: Path | None = None) -> Path:
             o = scores[impl]["per_op"].get(op)
             cells.append("-" if o is None else (f"{o['score']:.3f}" if not o["why"] else f"0 ({o['why']})"))
         n_large = max((large.get((op, i), (0, None))[0] for i in impls), default=0)
-        big = [_f(large.get((op, i), (0, None))[1]) for i in impls]
+        big = [fmt(large.get((op, i), (0, None))[1], ".3f") for i in impls]
         lines.append(f"| {op} | {first.get('category')} | {_w(first.get('weight'))} | {first.get('shapes')} | "
                      + " | ".join(cells) + f" | {n_large} | " + " | ".join(big) + " |")
     plots = _plots(rows, run_dir, impls, ops)

@@ -18,6 +18,7 @@ from pathlib import Path
 from aka.bench.suite import Suite
 from aka.evaluate.api import EvalConfig, evaluate, evaluate_baselines, git_sha, resolve_device
 from aka.evaluate.result import EvalResult
+from aka.objective import fraction, impossible
 
 BASELINES = ("reference", "compile")
 
@@ -98,7 +99,12 @@ def _rows(res: EvalResult, impl: str, problem, suite: Suite, which: str | None =
             why = next((n.split(": ", 1)[1] for n in res.notes
                         if n.startswith(f"shape {s.id}: {name} not timed")), f"{name} not timed")
             ok = False
-        sol_fraction = (s.sol_us / t) if (s.sol_us and t) else None
+        if which is None:  # the candidate's own time: the harness scored it
+            sol_fraction, sp_eager, sp_compile, floor = s.sol_fraction, s.speedup_eager, s.speedup_compile, s.impossible
+        else:  # a baseline's time, which the harness timed but did not score
+            sol_fraction, floor = fraction(s.sol_us, t), impossible(s.sol_us, t)
+            sp_eager = s.eager_us / t if s.eager_us and t else None
+            sp_compile = s.compile_us / t if s.compile_us and t else None
         shape = info.get(s.id)
         rows.append(dict(base, shape=s.id, label=s.label, shape_weight=shape.weight if shape else 1.0,
                          phase=(shape.info.get("phase") if shape else None),
@@ -106,10 +112,9 @@ def _rows(res: EvalResult, impl: str, problem, suite: Suite, which: str | None =
                          reason=why or (res.reason if not ok else ""), correct=ok, time_us=t,
                          timing_method=method if t is not None else None,
                          eager_us=s.eager_us, compile_us=s.compile_us,
-                         speedup_eager=(s.eager_us / t) if (s.eager_us and t) else None,
-                         speedup_compile=(s.compile_us / t) if (s.compile_us and t) else None,
+                         speedup_eager=sp_eager, speedup_compile=sp_compile,
                          sol_us=s.sol_us, sol_fraction=sol_fraction, bytes=s.bytes, flops=s.flops,
-                         bound=s.bound, impossible=bool(s.impossible) or bool(sol_fraction and sol_fraction > 1.05),
+                         bound=s.bound, impossible=bool(floor),
                          fallback_ops=s.fallback_ops))
     return rows
 

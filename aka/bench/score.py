@@ -1,7 +1,8 @@
 """Scores of a benchmark run.
 
-Per op: the shape-weighted geometric mean of sol_fraction over its shapes, or 0 when any shape
-failed (a kernel that is wrong anywhere, or falls back, must not score) or was not timed.
+Per op: its objective (aka/objective.py: the shape-weighted geometric mean of sol_fraction), or 0
+when any shape failed (a kernel that is wrong anywhere, or falls back, must not score) or was not
+timed.
 Suite: Σ_op importance_op × op score; plus fast_p (KernelBench's fraction of (op, shape) cases that
 are correct and faster than a baseline by more than p) at p = 0, 1, 1.5, 2 over eager and over
 compile, and the pass and fallback rates.
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from aka.evaluate.stats import geomean
+from aka.objective import objective
 
 FAST_P = (0.0, 1.0, 1.5, 2.0)
 
@@ -23,15 +24,15 @@ def op_scores(rows: list[dict]) -> dict[str, dict]:
     for op, rs in by_op.items():
         untimed = [r for r in rs if r.get("status") == "untimed"]  # a baseline the GPU could not time
         bad = [r for r in rs if (not r.get("correct") or r.get("impossible")) and r not in untimed]
-        timed = [r for r in rs if r.get("sol_fraction")]
-        if bad or len(timed) < len(rs):
+        g = objective([r.get("sol_fraction") for r in rs], [r.get("shape_weight", 1.0) for r in rs])
+        if bad or g is None:
+            timed = [r for r in rs if r.get("sol_fraction")]
             why = (f"{len(bad)} of {len(rs)} shapes failed" if bad else
                    f"{len(rs) - len(timed)} of {len(rs)} shapes untimed"
                    + (f": {untimed[0].get('reason', '')[:60]}" if untimed else ""))
             out[op] = {"score": 0.0, "shapes": len(rs), "why": why, "weight": rs[0].get("op_weight", 0.0),
                        "category": rs[0].get("category")}
             continue
-        g = geomean([r["sol_fraction"] for r in rs], [r.get("shape_weight", 1.0) for r in rs])
         out[op] = {"score": g, "shapes": len(rs), "why": "", "weight": rs[0].get("op_weight", 0.0),
                    "category": rs[0].get("category")}
     return out

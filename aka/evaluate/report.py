@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from aka.evaluate.result import EvalResult
 from aka.problem import Problem
+from aka.util import fmt
 
 
 def resolve_cost(meta: dict, shape, actual_bytes, counted_flops):
@@ -65,16 +66,6 @@ def attach_roofline(res: EvalResult, prob: Problem, selected) -> None:
                       "impossible, not counted")
 
 
-def _fmt(v, spec=".3g"):
-    if v is None:
-        return "-"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, float):
-        return format(v, spec)
-    return str(v)
-
-
 def render(res: EvalResult, console=None) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -90,14 +81,14 @@ def render(res: EvalResult, console=None) -> None:
     for c in cols:
         t.add_column(c, justify="right" if c not in ("shape", "stage", "bound") else "left")
     for s in res.shapes:
-        row = [f"{s.id} {s.label}"[:40], _fmt(s.correct), s.failed_stage or "", _fmt(s.rel_err, ".2e"),
-               _fmt(s.max_abs_err, ".2e")]
+        row = [f"{s.id} {s.label}"[:40], fmt(s.correct), s.failed_stage or "", fmt(s.rel_err, ".2e"),
+               fmt(s.max_abs_err, ".2e")]
         if timed:
             ci = (s.time_ci_us[1] - s.time_ci_us[0]) / 2 if s.time_ci_us else None
-            row += [_fmt(s.time_us, ".2f"), _fmt(ci, ".2f"), _fmt(s.eager_us, ".2f"), _fmt(s.compile_us, ".2f"),
-                    _fmt(s.speedup_eager, ".2f"), _fmt(s.speedup_compile, ".2f"), _fmt(s.sol_us, ".2f"),
-                    _fmt(s.sol_fraction, ".2f") + ("!" if s.impossible else ""), _fmt(s.iou, ".2f"),
-                    _fmt(s.mfu, ".2f"), s.bound or ""]
+            row += [fmt(s.time_us, ".2f"), fmt(ci, ".2f"), fmt(s.eager_us, ".2f"), fmt(s.compile_us, ".2f"),
+                    fmt(s.speedup_eager, ".2f"), fmt(s.speedup_compile, ".2f"), fmt(s.sol_us, ".2f"),
+                    fmt(s.sol_fraction, ".2f") + ("!" if s.impossible else ""), fmt(s.iou, ".2f"),
+                    fmt(s.mfu, ".2f"), s.bound or ""]
         t.add_row(*row)
     console.print(t)
     for s in res.shapes:

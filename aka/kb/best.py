@@ -2,8 +2,8 @@
 
 Reads the `<kernel>.results.json` entries that `aka kb verify --device cuda` wrote (current ones
 only: the kernel's source hash must match), and for every operator picks the kernel with the
-highest objective, the importance-weighted geomean of sol_fraction over the op's shapes (the
-agent's objective, aka/agent/objective.py). Beside it:
+highest objective (aka/objective.py: the importance-weighted geomean of sol_fraction over the op's
+shapes, the agent's objective). Beside it:
 
   * torch.compile's and eager's objective over the same shapes (sol_us / their time), and the
     kernel's objective over compile's (> 1: faster than torch.compile on the weighted shape set);
@@ -17,25 +17,19 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from aka.evaluate.stats import geomean
+from aka.objective import fraction, objective
 from aka.roofline import LARGE_SOL_US  # shared with `aka bench report`
+from aka.util import fmt
 
 TARGET = 0.85
-
-
-def _wgeo(pairs: list[tuple[float | None, float]]) -> float | None:
-    if not pairs or any(v is None or v <= 0 for v, _ in pairs):
-        return None
-    return geomean([v for v, _ in pairs], [w for _, w in pairs])
 
 
 def summarize(shapes: list[dict], weights: dict[str, float]) -> dict:
     """Objectives and the large-shape ceiling fraction of one kernel's per-shape results."""
     w = [weights.get(str(s.get("id")), 1.0) for s in shapes]
-    obj = _wgeo([(s.get("sol_fraction"), wi) for s, wi in zip(shapes, w)])
-    ratio = lambda s, k: (s["sol_us"] / s[k]) if s.get("sol_us") and s.get(k) else None  # noqa: E731
-    comp = _wgeo([(ratio(s, "compile_us"), wi) for s, wi in zip(shapes, w)])
-    eager = _wgeo([(ratio(s, "eager_us"), wi) for s, wi in zip(shapes, w)])
+    obj = objective([s.get("sol_fraction") for s in shapes], w)
+    comp = objective([fraction(s.get("sol_us"), s.get("compile_us")) for s in shapes], w)
+    eager = objective([fraction(s.get("sol_us"), s.get("eager_us")) for s in shapes], w)
     large = [s["sol_fraction_measured"] for s in shapes
              if (s.get("sol_us") or 0) >= LARGE_SOL_US and s.get("sol_fraction_measured")]
     med = statistics.median(large) if large else None
@@ -80,10 +74,6 @@ def unverified(root: Path, device: str = "cuda") -> tuple[list[Path], list[str]]
     return missing, sorted(ops - covered)
 
 
-def _f(v, spec=".2f"):
-    return "-" if v is None else format(v, spec)
-
-
 def markdown(rows: list[dict], provenance: str = "", missing: tuple[int, int, list[str]] | None = None) -> str:
     """`missing`: (kernels without a current passing result, kernels in all, ops with none)."""
     met = sum(r["meets"] for r in rows)
@@ -96,9 +86,9 @@ def markdown(rows: list[dict], provenance: str = "", missing: tuple[int, int, li
              "| op | best kernel (of n) | shapes | objective | compile | eager | ×compile | large shapes "
              "| of measured ceiling: median, min | meets |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['op']} | {r['kernel']} ({r['kernels']}) | {r['shapes']} | {_f(r['objective'], '.3f')} "
-                     f"| {_f(r['compile'], '.3f')} | {_f(r['eager'], '.3f')} | {_f(r['vs_compile'])} "
-                     f"| {r['large_shapes']} | {_f(r['large_median'])}, {_f(r['large_min'])} "
+        lines.append(f"| {r['op']} | {r['kernel']} ({r['kernels']}) | {r['shapes']} | {fmt(r['objective'], '.3f')} "
+                     f"| {fmt(r['compile'], '.3f')} | {fmt(r['eager'], '.3f')} | {fmt(r['vs_compile'], '.2f')} "
+                     f"| {r['large_shapes']} | {fmt(r['large_median'], '.2f')}, {fmt(r['large_min'], '.2f')} "
                      f"| {'yes' if r['meets'] else 'no'} |")
     if missing and missing[0]:
         n, total, ops = missing

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aka.agent.retrieve import read_entry, split_front_matter
+from aka.kb.entries import as_list, read_entry, split_front_matter
 from aka.util import parse_py
 
 # Bumped whenever search_text() changes, so every chunk is re-embedded once.
@@ -23,12 +23,6 @@ TEXT_VERSION = 1
 FLAG_PREFIX = {"ops": "op:", "categories": "cat:", "techniques": "tech:", "hardware": "hw:"}
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
-
-
-def as_list(v) -> list[str]:
-    if v is None or v == "":
-        return []
-    return [str(x) for x in (v if isinstance(v, (list, tuple)) else [v])]
 
 
 def slug(text: str) -> str:

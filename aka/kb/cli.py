@@ -45,7 +45,7 @@ def add_parser(sub) -> None:
     s.add_argument("--json", action="store_true", help="print JSON instead of tables")
     s.set_defaults(func=cmd_stats)
 
-    v = ks.add_parser("verify", help="evaluate every kernel and write <kernel>.results.json")
+    v = ks.add_parser("verify", help="evaluate every kernel and write results/kb/kernels/<op>/<kernel>.results.json")
     common(v)
     v.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="cpu: small shapes under the interpreter")
     v.add_argument("--op", default=None, help="only kernels of this op (or of a comma list of ops)")

