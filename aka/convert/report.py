@@ -127,8 +127,12 @@ def chart(rs: list[OpRow], path: Path, top: int = 30) -> Path | None:
             color=[COLORS[r.verdict] for r in show])
     ax.set_xlabel("share of fallback time (%)")
     ax.set_title("fallbacks by share, coloured by outcome", fontsize=10)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for v, c in COLORS.items()]
-    ax.legend(handles, [v.replace("_", " ") for v in COLORS], fontsize=7, loc="lower right")
+    present = [v for v in COLORS if any(r.verdict == v for r in show)]
+    handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[v]) for v in present]
+    fig.legend(handles, [v.replace("_", " ") for v in present], fontsize=8, loc="lower center",
+               ncol=len(present), frameon=False)
+    if not timed:
+        ax.set_title("fallbacks by share, coloured by outcome (no GPU timings: correctness only)", fontsize=10)
     if timed:
         ax2 = axes[0][1]
         ax2.barh([r.name for r in show], [r.speedup_eager or 0.0 for r in show],
@@ -137,7 +141,7 @@ def chart(rs: list[OpRow], path: Path, top: int = 30) -> Path | None:
         ax2.set_xscale("log")
         ax2.set_xlabel("speedup over eager (sum of times over shapes)")
         ax2.set_title("kernel vs the PyTorch fallback", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.06 + 0.3 / max(1, len(show)), 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
