@@ -132,14 +132,17 @@ class DecoderBlock(nn.Module):
         return h + self.mlp(self.post_attention_layernorm(h))
 
 
-def factory(size: str = "small", device: str = "cpu", dtype: str = "bfloat16", seed: int = 0):
+def factory(size: str = "small", device: str = "cpu", dtype: str = "bfloat16", seed: int = 0,
+            tokens: int | None = None):
     """(model, example inputs as forward's keyword arguments). Weights are drawn with `seed` so
     two calls build the same block; norm gains near 1 and projections scaled 1/sqrt(fan_in),
-    as a trained model's are, so activations stay ~N(0, 1) through the block."""
+    as a trained model's are, so activations stay ~N(0, 1) through the block. `tokens`
+    overrides the size's token count."""
     if size not in SIZES:
         raise ValueError(f"unknown size {size!r} (one of {', '.join(SIZES)})")
     cfg = dict(SIZES[size])
-    tokens = cfg.pop("tokens")
+    tokens = tokens or cfg.pop("tokens")
+    cfg.pop("tokens", None)
     gen = torch.Generator().manual_seed(seed)
     model = DecoderBlock(**cfg)
     with torch.no_grad():

@@ -99,13 +99,20 @@ def _module() -> nn.Module:
 
 
 class Model(nn.Module):
+    """init: the module's scalar configuration (set on it before each call) and forward's
+    non-tensor arguments; forward: its tensor arguments, then its parameters and buffers."""
+
     def __init__(self{init_sig}):
         super().__init__()
+        self.attrs = {attrs_expr}
         self.consts = {consts_expr}
 
     def forward(self, {fwd_sig}) -> {ret}:
+        module = _module()
+        for attr, value in self.attrs.items():
+            setattr(module, attr, value)
         state = {{{state_expr}}}
-        return functional_call(_module(), state, (), {{{args_expr}**self.consts}})
+        return functional_call(module, state, (), {{{args_expr}**self.consts}})
 '''
 
 ATEN_REFERENCE = '''"""{name}: `{op}` {where}, from {source}, extracted by `aka convert`.
@@ -246,10 +253,14 @@ def _write_module(g: FallbackGroup, target: Path, live: _Live) -> None:
     torch.save(recorded, target / "weights.pt")
     fmod, ffn, _ = parse_factory(live.factory)
     consts = case0["consts"]
+    attrs = {k: v for k, v in (case0.get("attrs") or {}).items() if k not in consts and k not in arg_names}
+    for entry in list(shapes.values()) + list(small.values()):
+        entry["init_kwargs"] = {**attrs, **entry["init_kwargs"]}
     text = MODULE_REFERENCE.format(
         name=g.name, cls=g.module_class, where=", ".join(g.modules), factory=live.factory, root=live.root,
         fmod=fmod, ffn=ffn, fkwargs={k: v for k, v in live.kwargs.items() if k != "device"}, path=path, state=state,
-        init_sig="".join(f", {k}={v!r}" for k, v in consts.items()),
+        init_sig="".join(f", {k}: {type(v).__name__} = {v!r}" for k, v in {**attrs, **consts}.items()),
+        attrs_expr="{" + ", ".join(f"{k!r}: {k}" for k in attrs) + "}",
         consts_expr="{" + ", ".join(f"{k!r}: {k}" for k in consts) + "}",
         fwd_sig=", ".join(f"{n}: torch.Tensor" for n in arg_names + list(state)), ret=_ret(case0.get("out")),
         state_expr=", ".join(f"{p!r}: {n}" for n, p in state.items()),

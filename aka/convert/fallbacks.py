@@ -25,6 +25,7 @@ import importlib
 import inspect
 import json
 import re
+import shutil
 import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -223,9 +224,10 @@ def _bound_tensors(mod, args, kwargs) -> dict:
     return {n: v for n, v in bound.arguments.items() if isinstance(v, torch.Tensor)}
 
 
-def profile_model(model, inputs, device: str, repeats: int = 3):
+def profile_model(model, inputs, device: str, repeats: int = 3, trace_out: str | Path | None = None):
     """One recording forward (arguments of every module call), then `repeats` profiled ones.
-    Returns (Trace of the profiled forwards, {(path, k): call record})."""
+    Returns (Trace of the profiled forwards, {(path, k): call record}); `trace_out`: keep
+    torch.profiler's Chrome trace there."""
     import torch
     from torch.profiler import ProfilerActivity, profile
     args, kwargs = inputs
@@ -248,7 +250,9 @@ def profile_model(model, inputs, device: str, repeats: int = 3):
         path = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(path))
         events = load_events(path)
-    return build(events), hooks.calls, events
+        if trace_out is not None:
+            shutil.copyfile(path, trace_out)
+    return build(events), hooks.calls
 
 
 def find_model_fallbacks(factory: str, device: str = "cpu", repeats: int = 3,
@@ -256,9 +260,7 @@ def find_model_fallbacks(factory: str, device: str = "cpu", repeats: int = 3,
     """Profile `module:factory` (which returns a model and example inputs) on `device`.
     `trace_out`: also write the Chrome trace of the profiled forwards there."""
     model, inputs, _ = call_factory(factory, device)
-    trace, calls, events = profile_model(model, inputs, device, repeats)
-    if trace_out is not None:
-        Path(trace_out).write_text(json.dumps({"traceEvents": events}))
+    trace, calls = profile_model(model, inputs, device, repeats, trace_out)
     cls_names = {path: f"{type(m).__module__}.{type(m).__qualname__}" for path, m in model.named_modules()}
     return group(trace, f"model:{factory}", repeats, calls, cls_names)
 
@@ -329,10 +331,11 @@ def _add_module(groups, trace, path, cls, ops, rec):
     if mod is not None:
         params = [(n, list(t.shape), str(t.dtype)) for n, t in _module_tensors(mod)]
     consts = rec["args"]["consts"] if rec else {}
+    attrs = module_attrs(mod) if mod is not None else {}
     ck = _case_key(rec, ops)
     # Without the live module (a trace) its parameters are unknown: distinct input shapes are
     # then distinct operators (four nn.Linear of four weight shapes are four GEMMs).
-    key = ("module", cls, json.dumps(params), json.dumps(consts, sort_keys=True, default=str),
+    key = ("module", cls, json.dumps(params), json.dumps([consts, attrs], sort_keys=True, default=str),
            ck if rec is None else None)
     g = groups.setdefault(key, {"kind": "module", "cls": cls, "time": 0.0, "calls": 0, "modules": [],
                                 "ops": {}, "cases": {}})
@@ -349,7 +352,14 @@ def _add_module(groups, trace, path, cls, ops, rec):
             g["cases"][ck] = {"tensors": _trace_tensors(first), "consts": {}, "from_trace": True}
         else:
             g["cases"][ck] = dict(rec["args"], out=rec.get("out"), mutates=rec.get("mutates", []),
-                                  params=[n for n, _, _ in params], path=path)
+                                  params=[n for n, _, _ in params], path=path, attrs=attrs)
+
+
+def module_attrs(mod) -> dict:
+    """The module's scalar configuration (eps, head counts, in_features): what a kernel must
+    know that its forward arguments do not say."""
+    return {k: v for k, v in vars(mod).items()
+            if not k.startswith("_") and k != "training" and isinstance(v, (bool, int, float, str))}
 
 
 def _module_tensors(mod):
