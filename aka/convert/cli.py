@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,8 +114,9 @@ def model_fallbacks(source: str, extract_dir: Path, device: str | None) -> tuple
         raise UserError(f"model and trace sources need aka/convert/fallbacks.py and extract.py "
                         f"(the convert-model half), which this install lacks: {e}") from None
     if source.startswith("model:"):
+        from aka.evaluate.api import resolve_device
         factory = source[len("model:"):]
-        groups = find_model_fallbacks(factory, device or "auto")
+        groups = find_model_fallbacks(factory, resolve_device(device))
         groups = extract(groups, extract_dir, factory)
         basis = "profiled time of the model's forward (torch.profiler)"
     else:
@@ -151,7 +153,8 @@ def cmd_run(source: str, rest: list[str]) -> int:
 
     flags, overrides = _split_overrides(rest)
     args = run_parser().parse_args(flags)
-    console = Console(soft_wrap=True)
+    # Off a terminal rich assumes 80 columns and would cut operator names in the table.
+    console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
     lib = Library(args.library)
     src_path = Path(source)
     try:
@@ -217,8 +220,9 @@ def cmd_report(rest: list[str]) -> int:
     p.add_argument("library")
     p.add_argument("--out", default=None, help="directory for REPORT.md and coverage.png (default: the library)")
     args = p.parse_args(rest)
-    if not (Path(args.library) / "ops").is_dir():
-        raise UserError(f"{args.library} is not a kernel library (no ops/ directory)")
+    from aka.convert.library import Library
+    if not Library(args.library).exists():
+        raise UserError(f"{args.library} is not a kernel library (no fallbacks.json, no <op>/status.json)")
     md, png = write_report(Path(args.library), Path(args.out) if args.out else None)
     print(md.read_text())
     print(f"wrote {md}" + (f" and {png}" if png else ""))
@@ -228,11 +232,10 @@ def cmd_report(rest: list[str]) -> int:
 def cmd_apply(rest: list[str]) -> int:
     from aka.cli import UserError
     try:
-        from aka.convert import apply as apply_mod
+        from aka.convert.apply import add_apply_parser
     except ImportError as e:
-        raise UserError(f"`aka convert apply` needs aka/convert/apply.py (the convert-model half), which this "
-                        f"install lacks: {e}") from None
-    main = getattr(apply_mod, "cli_main", None)
-    if main is None:
-        raise UserError("aka/convert/apply.py has no cli_main(argv) entry point")
-    return main(rest)
+        raise UserError(f"`aka convert apply` needs aka/convert/apply.py, which this install lacks: {e}") from None
+    p = argparse.ArgumentParser(prog="aka convert")
+    add_apply_parser(p.add_subparsers(dest="action", required=True))
+    args = p.parse_args(["apply", *rest])
+    return args.func(args)

@@ -3,13 +3,15 @@
     LIBRARY/
       fallbacks.json            the ranked fallback table of the last `aka convert` (what was asked for)
       batch.jsonl               every job's JobResult, appended and fsynced as each job ends
-      ops/<name>/
+      <name>/                   one per operator (names below are reserved)
         status.json             state: pass | no_kernel | failed, and why; written last
         kernel.py               the verified kernel (state pass only)
         result.json             its EvalResult: status and one record per shape
         provenance.json         GPU, device, versions, git sha, proposer/model, cost, wall, worker, run
         problem/                a copy of the operator directory it was verified against
       runs/<run id>/            the optimize runs (local executor; on a cluster, on the worker's disk)
+      logs/                     the local executor's worker logs
+      problems/                 operator directories extracted from a model or a trace
 
 An operator is done when its status.json says pass or no_kernel (the search ran to its stop);
 a failed one (the job raised, crashed or timed out) is tried again by the next `aka convert`.
@@ -28,6 +30,7 @@ from pathlib import Path
 from aka.util import atomic_write_json
 
 DONE_STATES = ("pass", "no_kernel")
+RESERVED = ("runs", "logs", "problems")
 PROBLEM_FILES = ("reference.py", "input.py", "shapes.json", "meta.json")
 
 
@@ -50,9 +53,9 @@ class Library:
         self.root = Path(root)
 
     def op_dir(self, name: str) -> Path:
-        if not name or "/" in name or name.startswith("."):
-            raise ValueError(f"bad operator name {name!r} for a library directory")
-        return self.root / "ops" / name
+        if not name or "/" in name or name.startswith(".") or name in RESERVED:
+            raise ValueError(f"bad operator name {name!r} for a library directory (reserved: {', '.join(RESERVED)})")
+        return self.root / name
 
     @property
     def runs_dir(self) -> Path:
@@ -64,6 +67,9 @@ class Library:
             return json.loads(p.read_text())
         except (OSError, ValueError):
             return None
+
+    def exists(self) -> bool:
+        return (self.root / "fallbacks.json").is_file() or any(self.root.glob("*/status.json"))
 
     def is_done(self, name: str) -> bool:
         st = self.status(name)
@@ -125,8 +131,8 @@ class Library:
     # -- reading ------------------------------------------------------------------------------
     def entries(self) -> list[Entry]:
         out = []
-        ops = self.root / "ops"
-        for d in sorted(ops.iterdir()) if ops.is_dir() else []:
+        dirs = [d for d in self.root.iterdir() if d.is_dir() and d.name not in RESERVED] if self.root.is_dir() else []
+        for d in sorted(dirs):
             st = self.status(d.name)
             if st is None:
                 continue
