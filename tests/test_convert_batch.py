@@ -245,3 +245,16 @@ def test_convert_cli_errors_are_one_line(tmp_path, capsys):
     assert main(["convert", "bench", f"library={tmp_path / 'l'}", "top=3", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "dry run: 3 operator(s) would be converted" in out and "fused_moe" in out
+
+
+def test_convert_trace_source_ranks_groups_and_says_what_cannot_be_extracted(tmp_path, capsys):
+    trace = FIX / "convert" / "llama_block_cpu_trace.json"
+    lib = tmp_path / "lib"
+    assert main(["convert", str(trace), f"library={lib}", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.index("causal_gqattention") < out.index("rmsnorm") < out.index("aten_add_in_decoder_block")
+    assert "not extracted (8): a module group needs the model factory" in out
+    assert "dry run: 1 operator(s) would be converted" in out
+    rows = json.loads((lib / "fallbacks.json").read_text())["fallbacks"]
+    assert rows[0]["name"] == "causal_gqattention" and rows[0]["problem"] is None
+    assert sum(r["share"] for r in rows) == pytest.approx(1.0, abs=0.01)

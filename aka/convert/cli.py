@@ -137,9 +137,15 @@ def print_table(rows: list[Fallback], basis: str, lib, console) -> None:
     for i, r in enumerate(rows, 1):
         cum += r.share
         st = lib.status(r.name)
-        state = st["state"] if st else ("-" if r.problem else f"skip: {r.note}")
+        state = st["state"] if st else ("-" if r.problem else "not extracted")
         t.add_row(str(i), r.name, r.op_kind, f"{100 * r.share:.2f}%", f"{100 * cum:.1f}%", str(r.shapes), state)
     console.print(t)
+    why: dict[str, list[str]] = {}
+    for r in rows:
+        if not r.problem:
+            why.setdefault(r.note or "no operator directory", []).append(r.name)
+    for note, names in why.items():
+        console.print(f"not extracted ({len(names)}): {note}: {', '.join(names)}")
 
 
 def cmd_run(source: str, rest: list[str]) -> int:
