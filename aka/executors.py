@@ -249,7 +249,8 @@ class LocalExecutor:
             raise ValueError("jobs_per_gpu and cpu_workers must be at least 1")
         self.gpus = detect_gpus() if gpus is None else [str(g) for g in gpus]
         # "" hides every GPU from the child: a CPU slot must not grab one the GPU slots own.
-        self.slots = [g for g in self.gpus for _ in range(jobs_per_gpu)] if self.gpus else [""] * cpu_workers
+        # GPU-major round robin: a batch smaller than the slots still spreads over every GPU
+        self.slots = [g for _ in range(jobs_per_gpu) for g in self.gpus] if self.gpus else [""] * cpu_workers
         self.log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="aka-executor-"))
         self.log_dir.mkdir(parents=True, exist_ok=True)
 

@@ -27,7 +27,7 @@ def _alive(pid: int) -> bool:
 
 def test_local_pins_each_slot_to_its_gpu_and_runs_jobs_per_gpu_at_once(tmp_path):
     ex = LocalExecutor(gpus=["0", "1"], jobs_per_gpu=2, log_dir=tmp_path)
-    assert ex.slots == ["0", "0", "1", "1"]
+    assert ex.slots == ["0", "1", "0", "1"]
     jobs = [Job(f"j{i}", J + "slow_visible", {"seconds": 1.5, "tag": str(i)}) for i in range(4)]
     seen = []
     res = ex.run(jobs, on_result=seen.append)
@@ -39,6 +39,12 @@ def test_local_pins_each_slot_to_its_gpu_and_runs_jobs_per_gpu_at_once(tmp_path)
     # all four ran at the same time: each started before any ended
     assert max(r.value["start"] for r in res) < min(r.value["end"] for r in res)
     assert all(f"cuda={r.value['cuda']}" in r.worker for r in res)
+
+
+def test_local_batch_smaller_than_the_slots_spreads_over_the_gpus(tmp_path):
+    ex = LocalExecutor(gpus=["0", "1", "2"], jobs_per_gpu=3, log_dir=tmp_path)
+    res = ex.run([Job(f"j{i}", J + "slow_visible", {"seconds": 0.3}) for i in range(3)])
+    assert sorted(r.value["cuda"] for r in res) == ["0", "1", "2"]
 
 
 def test_local_cpu_slots_hide_gpus_and_reuse_a_worker(tmp_path, monkeypatch):
