@@ -57,7 +57,8 @@ if [[ $modes == *" llama "* || $modes == *" all "* ]]; then
   step "$W/llama.log" python3 -m aka.cli convert "model:$F" library="$CONV/llama" model=offline device=cuda \
     iters="$ITERS" jobs-per-gpu="$JPG" timeout="$OP_TIMEOUT"
   # the patched block against the original, within the converted ops' tolerances
-  step "$W/llama_apply.log" python3 -m aka.cli convert apply "$F" --library "$CONV/llama"
+  step "$W/llama_apply.log" python3 -m aka.cli convert apply "$F" --library "$CONV/llama" --device cuda \
+    --json "$W/llama_patch.json"
 fi
 if [[ $modes == *" report "* || $modes == *" all "* || $modes == *" bench "* || $modes == *" llama "* ]]; then
   for lib in "$CONV"/bench "$CONV"/llama; do
