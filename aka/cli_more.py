@@ -16,6 +16,9 @@ def register(sub) -> None:
     from aka.bench.cli import register as add_bench
     add_bench(sub)
 
+    from aka.convert.cli import add_parser as add_convert  # argparse only; the batch imports lazily
+    add_convert(sub)
+
 
 def _hw(args) -> int:
     import json

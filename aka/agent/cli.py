@@ -135,6 +135,10 @@ def build_proposer(cfg, problem, store, budget, console):
             console.print(f"[yellow]{w}[/]")
         store.event("notice", message=prop.banner, warnings=prop.warnings)
         return prop
+    if spec.startswith("scripted:"):
+        from aka.agent.api import scripted_llm
+        return LLMProposer(scripted_llm(spec, problem.name, budget), PromptRenderer(cfg.prompts_dir), cfg.llm,
+                           store=store, target_gpu=cfg.target_gpu)
     from aka.llm import RetryConfig, build_llm
     cache = cfg.llm.cache_dir or str(__import__("pathlib").Path(os.environ.get(
         "AKA_CACHE_DIR", os.path.expanduser("~/.cache/aka"))) / "llm")
@@ -146,11 +150,28 @@ def build_proposer(cfg, problem, store, budget, console):
 
 
 def run_optimize(cfg, store, problem, task, console, *, resumed: bool = False, overrides: dict | None = None) -> int:
+    from aka.agent.report import verify_command
+    outcome = execute(cfg, store, problem, task, console, resumed=resumed, overrides=overrides)
+    inc = outcome.incumbent
+    if inc is not None:
+        console.print(f"[bold green]best: {inc.id}, objective {inc.score.value:.4g} ({inc.score.kind})[/] -> "
+                      f"{store.root / 'best.py'}, {store.root / 'kernel_module.py'}")
+        console.print(f"re-verify: {verify_command(store, problem, task)}")
+    else:
+        console.print("[bold yellow]no candidate passed[/]")
+    if outcome.stop_kind == "fatal":
+        console.print(f"[bold red]run stopped: {outcome.reason}[/]")
+        return 1
+    return 0
+
+
+def execute(cfg, store, problem, task, console, *, resumed: bool = False, overrides: dict | None = None):
+    """The loop and the report, without the closing lines: the Outcome (aka.agent.api calls this)."""
     import sys
 
     from aka.agent.live import LiveView
     from aka.agent.loop import Optimizer
-    from aka.agent.report import verify_command, write_report
+    from aka.agent.report import write_report
     from aka.kb.retriever import make_retriever  # Chroma hybrid index with the kb extra, else files
     from aka.agent.state import State, make_budget
 
@@ -193,14 +214,4 @@ def run_optimize(cfg, store, problem, task, console, *, resumed: bool = False, o
         stop = (outcome.stop_kind, outcome.reason) if outcome else ("crash", "see events.jsonl")
         report = write_report(store, state, problem, task, cfg, proposer.name, stop)
         console.print(f"report: {report}")
-    inc = outcome.incumbent
-    if inc is not None:
-        console.print(f"[bold green]best: {inc.id}, objective {inc.score.value:.4g} ({inc.score.kind})[/] -> "
-                      f"{store.root / 'best.py'}, {store.root / 'kernel_module.py'}")
-        console.print(f"re-verify: {verify_command(store, problem, task)}")
-    else:
-        console.print("[bold yellow]no candidate passed[/]")
-    if outcome.stop_kind == "fatal":
-        console.print(f"[bold red]run stopped: {outcome.reason}[/]")
-        return 1
-    return 0
+    return outcome
