@@ -63,7 +63,7 @@ def add_parser(sub) -> None:
 
 
 def _overrides(args) -> list[tuple[str, str]]:
-    from aka.cli import UserError
+    from aka.errors import UserError
     out = [(path, getattr(args, flag)) for flag, path in FLAG_PATHS.items() if getattr(args, flag) is not None]
     for word in args.overrides:
         if "=" not in word:
@@ -93,7 +93,7 @@ def cmd_optimize(args) -> int:
     from aka.evaluate.api import resolve_device
     from aka.problem import load_problem
     from aka.agent.store import RunStore, StoreError, new_run_id
-    from aka.cli import UserError
+    from aka.errors import UserError
     from aka.llm import FatalLLMError
     from aka.problem import ProblemError
 

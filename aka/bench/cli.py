@@ -47,7 +47,7 @@ def register(sub) -> None:
 
 def _suite(args):
     from aka.bench.suite import load_suite
-    from aka.cli import UserError
+    from aka.errors import UserError
     from aka.problem import ProblemError
     try:
         ops = args.ops.split(",") if getattr(args, "ops", None) else None

@@ -213,7 +213,7 @@ def cmd_verify(args) -> int:
     if args.device == "cuda":
         from aka.evaluate.api import cuda_available
         if not cuda_available():
-            from aka.cli import UserError
+            from aka.errors import UserError
             raise UserError("aka kb verify --device cuda needs a CUDA GPU")
     out = verify(_root(args), args.device, op=args.op, force=args.force, console=console, shapes=args.shapes,
                  timeout_s=args.timeout, jobs=args.jobs, timing=not args.no_timing,
