@@ -129,3 +129,26 @@ def test_an_unknown_missing_module_still_raises(monkeypatch):
     monkeypatch.setattr(cli, "cmd_hw", broken)
     with pytest.raises(ModuleNotFoundError):
         main(["hw", "show"])
+
+
+def test_an_llm_run_without_the_llm_extra_is_one_line_and_starts_nothing(tmp_path, monkeypatch, capsys):
+    """`pip install -e .` without extras: tenacity is absent (None in sys.modules makes its import fail
+    the way a missing package does), so `model=openai-compat:...` stops before a run exists."""
+    for mod in ("tenacity", "aka.llm.retry", "aka.llm.factory"):
+        monkeypatch.delitem(sys.modules, mod, raising=False)
+    monkeypatch.setitem(sys.modules, "tenacity", None)
+    code = main(["optimize", f"op={HERE / 'fixtures' / 'agent' / 'rms_norm_small'}", "device=cpu",
+                 "model=openai-compat:qwen3@http://127.0.0.1:8000/v1", f"runs_dir={tmp_path}", "run_id=r", "live=off"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert err[0] == ("aka: error: model=openai-compat:qwen3@http://127.0.0.1:8000/v1 (its retries) needs the "
+                      "'tenacity' package, which is not installed: pip install -e '.[llm]' (or pip install 'aka[llm]')")
+    assert not (tmp_path / "r").exists()
+
+
+def test_an_llm_import_inside_a_run_without_the_extra_is_still_one_line(monkeypatch):
+    for mod in ("tenacity", "aka.llm.retry", "aka.llm.factory"):
+        monkeypatch.delitem(sys.modules, mod, raising=False)
+    monkeypatch.setitem(sys.modules, "tenacity", None)
+    with pytest.raises(MissingExtra, match=r"'tenacity' package.*'\.\[llm\]'"):
+        from aka.llm import build_llm  # noqa: F401

@@ -94,7 +94,7 @@ def cmd_optimize(args) -> int:
     from aka.problem import load_problem
     from aka.agent.store import RunStore, StoreError, new_run_id
     from aka.errors import UserError
-    from aka.llm import FatalLLMError
+    from aka.llm import FatalLLMError, check_installed
     from aka.problem import ProblemError
 
     console = Console(soft_wrap=True)  # logs: never break a line inside a path or message
@@ -113,6 +113,7 @@ def cmd_optimize(args) -> int:
         problem = load_problem(cfg.op)
         device = resolve_device(None if cfg.eval.device == "auto" else cfg.eval.device)
         task = task_shapes(problem, cfg.shape, device, cfg.eval.cpu_max_elems)
+        check_installed(choose_proposer_spec(cfg.model)[0])
         if not args.resume:
             store = RunStore.create(cfg.runs_dir, cfg.run_id or new_run_id(cfg.op))
         return run_optimize(cfg, store, problem, task, console, resumed=bool(args.resume), overrides=dict(pairs))
