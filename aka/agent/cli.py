@@ -192,7 +192,8 @@ def run_optimize(cfg, store, problem, task, console, *, resumed: bool = False, o
             outcome = opt.run()
     finally:
         stop = (outcome.stop_kind, outcome.reason) if outcome else ("crash", "see events.jsonl")
-        report = write_report(store, state, problem, task, cfg, proposer.name, stop)
+        report = write_report(store, state, problem, task, cfg, proposer.name, stop,
+                              say=lambda line: console.print(line, style="yellow", markup=False, highlight=False))
         console.print(f"report: {report}")
     inc = outcome.incumbent
     if inc is not None:

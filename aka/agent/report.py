@@ -86,16 +86,23 @@ def write_kernel_module(store: RunStore, problem, task) -> Path:
     return store.write_text("kernel_module.py", text)
 
 
-def plot(store: RunStore, state: State, task) -> tuple[Path | None, str]:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None, "matplotlib is not installed: no plot (pip install matplotlib)"
+def plot(store: RunStore, state: State, task) -> tuple[Path | None, str, bool]:
+    """(progress.png or None, the line for the report, whether a plot that should exist is missing)."""
+    from aka.plots import failed, pyplot
     scored = [c for c in state.history if c.score is not None and c.score.value is not None]
     if not scored:
-        return None, "no candidate scored: nothing to plot"
+        return None, "No candidate was scored: nothing to plot.", False
+    plt, why = pyplot()
+    if plt is None:
+        return None, f"progress plot not drawn: {why}", True
+    try:
+        return _draw(plt, store, state, task, scored), "", False
+    except Exception as e:  # noqa: BLE001 - said in the report and on the console; the tables stand
+        plt.close("all")
+        return None, failed("the progress plot", e), True
+
+
+def _draw(plt, store: RunStore, state: State, task, scored) -> Path:
     kind = scored[-1].score.kind
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
     xs = [int(c.id[1:]) for c in scored]
@@ -123,11 +130,12 @@ def plot(store: RunStore, state: State, task) -> tuple[Path | None, str]:
     path = store.root / "progress.png"
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
-    return path, f"plot: {path.name}"
+    return path
 
 
 def write_report(store: RunStore, state: State, problem, task, cfg, proposer_name: str,
-                 stop: tuple[str, str] | None) -> Path:
+                 stop: tuple[str, str] | None, say=None) -> Path:
+    """report.md (and progress.png, kernel_module.py); `say(line)` hears of a plot that could not be drawn."""
     inc = state.incumbent
     env = inc.result.env if inc and inc.result else {}
     lines = [f"# aka optimize: {problem.name} — run {store.run_id}", "",
@@ -176,8 +184,10 @@ def write_report(store: RunStore, state: State, problem, task, cfg, proposer_nam
         for e in drops:
             lines.append(f"- round {e['round']}: fresh context {e['fresh_context']}, dropped techniques "
                          f"{e['dropped_techniques']}, dropped hints {e['dropped_hints']}, restart {e['restart_parent']}")
-    png, note = plot(store, state, task)
+    png, note, missing = plot(store, state, task)
     lines += ["", "## Progress", "", f"![progress]({png.name})" if png else note, ""]
+    if missing and say is not None:
+        say(note)
     if inc is not None:
         write_kernel_module(store, problem, task)
     return store.write_text("report.md", "\n".join(lines))
