@@ -152,3 +152,46 @@ def test_an_llm_import_inside_a_run_without_the_extra_is_still_one_line(monkeypa
     monkeypatch.setitem(sys.modules, "tenacity", None)
     with pytest.raises(MissingExtra, match=r"'tenacity' package.*'\.\[llm\]'"):
         from aka.llm import build_llm  # noqa: F401
+
+
+def test_bench_list_piped_prints_every_op_name_whole(capsys):
+    from aka.bench.suite import load_suite
+    names = [p.name for p in load_suite(None, None, None).problems]
+    assert max(map(len, names)) > 20  # fp8_per_token_group_quant and kin: what an 80-column layout cut
+    assert main(["bench", "list"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"│ {n} " in out for n in names) and "…" not in out
+
+
+def test_table_key_column_survives_a_narrow_terminal():
+    import io
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from aka.console import key_column, print_table
+    names = ["fp8_per_token_group_quant", "fused_add_rms_norm_quant_fp8"]
+    t = Table()
+    key_column(t, "op", names)
+    t.add_column("notes")
+    for n in names:
+        t.add_row(n, "a long free-text column that has to wrap on a narrow terminal " * 2)
+    buf = io.StringIO()
+    print_table(t, Console(file=buf, width=60, force_terminal=True, color_system=None))
+    assert all(n in buf.getvalue() for n in names) and max(map(len, buf.getvalue().splitlines())) <= 60
+
+
+def test_optimize_help_shows_the_key_value_form(capsys):
+    with pytest.raises(SystemExit):
+        main(["optimize", "--help"])
+    out = capsys.readouterr().out
+    assert out.startswith("usage: aka optimize op=OP [shape=SPEC] [model=SPEC]")
+    assert "aka optimize op=rms_norm shape=4096x4096" in out and "also flag=VALUE" in out
+
+
+def test_the_no_gpu_notice_names_the_shape_the_user_typed():
+    from aka.agent.shapes import task_shapes
+    from aka.problem import load_problem
+    note = task_shapes(load_problem("rms_norm"), "4096x4096", "cpu", 65536).note
+    assert "asked for 4096x4096 (shape id 9)" in note and "requested 9" not in note
+    assert "running the small shapes s0=7x96, s1=13x333, s2=3x1000 instead" in note

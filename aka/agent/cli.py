@@ -18,6 +18,12 @@ FLAG_PATHS = {
     "max_cost": "budget.max_cost_usd", "max_wall": "budget.max_wall_s",
 }
 KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+EXAMPLES = """examples:
+  aka optimize op=rms_norm shape=4096x4096                        no API key: the offline proposer
+  aka optimize op=bench/ops/fused_moe shape=all model=anthropic:<model> iters=40
+  aka optimize op=rms_norm model=openai-compat:<model>@http://localhost:8000/v1
+  aka optimize op=rms_norm model=offline dropout.p=0.3 config=my.yaml
+  aka optimize resume=<run id> iters=60                            continue a run"""
 
 
 class _OverrideParser(argparse.ArgumentParser):
@@ -39,8 +45,12 @@ class _OverrideParser(argparse.ArgumentParser):
 
 def add_parser(sub) -> None:
     o = sub.add_parser("optimize", help="search for a faster verified Triton kernel (LLM or offline proposer)",
-                       epilog="Config overrides: section.key=value words anywhere, e.g. dropout.p=0.3 "
-                              "llm.cache_mode=off (see configs/optimize.yaml).")
+                       usage="aka optimize op=OP [shape=SPEC] [model=SPEC] [iters=N] [section.key=value ...]\n"
+                             "       aka optimize resume=RUN_ID [iters=N] [section.key=value ...]",
+                       description=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog="Every --flag VALUE above is also flag=VALUE (--run-id x is run_id=x).\n"
+                              "Config overrides: section.key=value words anywhere, e.g. dropout.p=0.3 "
+                              "llm.cache_mode=off\n(configs/optimize.yaml documents every key).")
     o.__class__ = _OverrideParser  # add_parser builds a plain ArgumentParser; only parse_known_args differs
     o.add_argument("--op", help="bundled op name or operator directory / KernelBench file")
     o.add_argument("--shape", help="shape id(s), all, small, first, or AxB[xC] (default all)")

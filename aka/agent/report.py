@@ -7,6 +7,7 @@ import shlex
 from pathlib import Path
 
 from aka.agent.prompts import fmt
+from aka.agent.shapes import shapes_text
 from aka.agent.state import State
 from aka.agent.store import RunStore, now
 from aka.util import parse_py
@@ -142,7 +143,7 @@ def write_report(store: RunStore, state: State, problem, task, cfg, proposer_nam
              f"- written {now()}; device {task.device}; gpu {env.get('gpu') or 'none'}; torch {env.get('torch', '-')}; "
              f"triton {env.get('triton', '-')}; git {env.get('git_sha', '-')}",
              f"- problem `{problem.root}`; shapes {', '.join(task.ids)}"
-             + (f" (requested {', '.join(s.id for s in task.requested)})" if task.requested != task.shapes else ""),
+             + (f" (requested {shapes_text(task.requested)})" if task.requested != task.shapes else ""),
              f"- proposer {proposer_name}; rounds {state.round}; candidates {len(state.history)}"]
     if task.note:
         lines.append(f"- **{task.note}**")
