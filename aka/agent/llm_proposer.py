@@ -113,7 +113,7 @@ class LLMProposer:
                     raise  # nothing came back this round: the loop ends the run
                 break  # keep the replies already in hand; the next round's first call fails the same way
             except TransientLLMError as e:  # retries exhausted: this sample is lost, the run goes on
-                out.append(Proposal(None, None, error=f"LLM error: {e}", meta={"llm_error": True}))
+                out.append(Proposal(None, None, error=str(e), meta={"llm_error": True}))
                 continue
             parsed = parse_reply(c.text, parent_src, truncated=c.truncated)
             meta = {"input_tokens": c.input_tokens, "output_tokens": c.output_tokens, "cost_usd": c.cost_usd,

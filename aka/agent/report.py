@@ -160,7 +160,8 @@ def write_report(store: RunStore, state: State, problem, task, cfg, proposer_nam
     else:
         lines += [f"`best.py` = {inc.id} (round {inc.round}), objective {fmt(inc.score.value)} ({inc.score.kind}); "
                   f"techniques: {', '.join(inc.techniques) or '-'}", "",
-                  "Re-verify:", "", "```", verify_command(store, problem, task), "```", "",
+                  "Re-verify (exit status 0 when it passes, 1 when it does not; `aka eval --help`):", "", "```",
+                  verify_command(store, problem, task), "```", "",
                   "Drop-in: `kernel_module.py` (imports ModelNew; `register_custom_op()` registers a torch.library op).",
                   "", "sol_fraction is against the datasheet roofline; the measured one uses `aka hw calibrate`'s "
                   "ceilings (copy bandwidth, matmul rates) when they are cached.", "",
