@@ -121,10 +121,20 @@ def _draw(plt, store: RunStore, state: State, task, scored) -> Path:
         pts = [(int(c.id[1:]), c.score.per_shape.get(sid)) for c in state.history if c.accepted and c.score]
         pts = [(x, v) for x, v in pts if v is not None]
         if pts:
+            # marked points: a run whose first candidate passed has one acceptance and no step to draw
             a2.step([x for x, _ in pts] + [len(state.history)], [v for _, v in pts] + [pts[-1][1]], where="post",
-                    label=sid)
+                    label=sid, marker="o", markersize=3)
     a2.set_ylabel("pass" if kind == "pass_rate" else "sol_fraction of the incumbent")
     a2.set_xlabel("candidate")
+    a2.set_xlim(0.5, len(state.history) + 0.5)
+    n = len(state.history)  # candidates are numbered c0001, c0002, ...: whole-number ticks only
+    if n <= 20:
+        a2.set_xticks(range(1, n + 1))
+    else:
+        a2.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+    if kind == "pass_rate":  # a fraction of shapes passing: the whole 0..1 range, not a zoom on one value
+        a1.set_ylim(-0.05, 1.05)
+        a2.set_ylim(-0.05, 1.05)
     if a2.get_lines():
         a2.legend(fontsize=7, ncol=4)
     fig.suptitle(f"{store.run_id}")
