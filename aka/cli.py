@@ -36,9 +36,10 @@ def kv_to_flags(argv: list[str]) -> list[str]:
 
 
 def _eval_shapes(args, problem, device: str, console) -> str | list[str] | None:
-    """The shapes to run: as asked; without --shapes on CPU, the op's small ones. Every benchmark
-    shape through the interpreter takes minutes to hours (rms_norm's 4096x4096 alone is 16.8M
-    elements), which a first `aka eval` without a GPU should not sit through unannounced."""
+    """The shapes to run: as asked; without --shapes on CPU, the op's small ones. The interpreter
+    runs each program in Python, and a benchmark shape is large (rms_norm's 4096x4096 is 16.8M
+    elements against its small shapes' 672 to 4,329), which a first `aka eval` without a GPU
+    should not sit through unannounced."""
     if args.shapes is not None or not device.startswith("cpu"):
         return args.shapes
     if problem.small_shapes:
@@ -46,7 +47,7 @@ def _eval_shapes(args, problem, device: str, console) -> str | list[str] | None:
                       f"shapes ({', '.join(problem.small_shapes)}); --shapes all runs every benchmark shape[/]")
         return "small"
     console.print(f"[bold yellow]no GPU: the interpreter checks correctness only, every shape of {problem.name} "
-                  "(it lists no small_shapes); large shapes take minutes[/]")
+                  "(it lists no small_shapes); large shapes are slow there[/]")
     return None
 
 
@@ -60,7 +61,7 @@ def cmd_eval(args) -> int:
     from aka.evaluate.sandbox import SandboxConfig
     from aka.problem import ProblemError, load_problem
 
-    console = Console(stderr=False)
+    console = Console(soft_wrap=True)  # a piped log keeps each message on one line, greppable
     cfg = EvalConfig(device=args.device, draws=args.draws, seed=args.seed, outliers=not args.no_outliers,
                      timing=not args.no_timing, fresh_baselines=args.fresh_baselines, ncu=args.ncu,
                      ncu_shape=args.ncu_shape,

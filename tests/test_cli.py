@@ -78,6 +78,15 @@ def test_cpu_default_is_the_small_shapes_said_so_with_progress_lines_when_piped(
     assert all(ln.startswith("[") and " s] " in ln for ln in lines), proc.stderr
 
 
+def test_cpu_default_without_small_shapes_runs_every_shape_and_says_so(capsys):
+    """An Atrex-Bench directory has no small_shapes: all of its shapes, announced."""
+    code = main(["eval", str(HERE / "fixtures" / "problems" / "atrex_fused_add_rms_norm"),
+                 str(HONEST / "atrex_fused_add_rms_norm.py"), "--device", "cpu"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "every shape of atrex_fused_add_rms_norm (it lists no small_shapes)" in out
+
+
 def test_a_failing_candidate_prints_no_cost_model_error(capsys):
     code = main(["eval", str(VEC_ADD), str(CHEATS / "os_subprocess.py"), "--device", "cpu", "--shapes", "all"])
     out = capsys.readouterr().out
