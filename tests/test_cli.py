@@ -204,3 +204,13 @@ def test_the_no_gpu_notice_names_the_shape_the_user_typed():
     note = task_shapes(load_problem("rms_norm"), "4096x4096", "cpu", 65536).note
     assert "asked for 4096x4096 (shape id 9)" in note and "requested 9" not in note
     assert "running the small shapes s0=7x96, s1=13x333, s2=3x1000 instead" in note
+
+
+@pytest.mark.parametrize("spec,sdk", [("anthropic:claude-opus-5", "anthropic"), ("openai:gpt-5.4", "openai"),
+                                      ("openai-compat:qwen3@http://127.0.0.1:8000/v1", "openai")])
+def test_a_missing_provider_sdk_is_named_with_its_extra(monkeypatch, spec, sdk):
+    from aka.llm import check_installed
+    monkeypatch.setitem(sys.modules, sdk, None)
+    with pytest.raises(MissingExtra, match=rf"model={spec} needs the '{sdk}' package.*'\.\[llm\]'"):
+        check_installed(spec)
+    check_installed("offline")  # the offline proposer needs neither

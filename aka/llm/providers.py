@@ -233,7 +233,8 @@ class OpenAILLM(_Provider):
         prices: Mapping[str, Price] | None = None,
         compat: bool | None = None,
     ):
-        openai = require("openai", f"model={'openai-compat' if base_url is not None or compat else 'openai'}:{model}")
+        prefix = "openai-compat" if (base_url is not None if compat is None else compat) else "openai"
+        openai = require("openai", f"model={prefix}:{model}")
         self._sdk = openai
         self.model = model
         self.timeout_s = float(timeout_s)
