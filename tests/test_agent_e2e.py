@@ -140,6 +140,67 @@ def test_bad_key_stops_the_run_with_a_clear_recorded_message(tmp_path, server, m
     assert len(server.script) == 1  # the 401 consumed no scripted reply
 
 
+def _closed_port() -> int:
+    import socket
+    with socket.socket() as s:  # bound then closed: nothing listens there, so a connect is refused
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_unreachable_server_ends_the_run_after_one_rounds_retries(tmp_path, capsys):
+    import time
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    t0 = time.monotonic()
+    rc = main(common(tmp_path, "down", f"model=openai-compat:qwen3-coder@{url}", "n=2", "iters=12",
+                     "llm.retry_attempts=3", "dropout.patience=1"))
+    wall = time.monotonic() - t0
+    assert rc == 1
+    run = tmp_path / "down"
+    evs = events(run)
+    (fatal,) = of(evs, "fatal")
+    assert fatal["error"].startswith("the LLM server could not be reached: gave up after 3 attempt(s): ")
+    assert "cannot connect to " + url in fatal["error"] and "Connection refused" in fatal["error"]
+    (stop,) = of(evs, "stop")
+    assert stop["kind"] == "fatal" and stop["rounds"] == 0  # round 1 never completed
+    assert [e["round"] for e in of(evs, "round_start")] == [1]
+    assert not of(evs, "round_end") and not of(evs, "dropout") and not of(evs, "evaluation")
+    assert not of(evs, "proposal") and not of(evs, "invalid_proposal") and not of(evs, "llm_error")
+    assert json.loads((run / "totals.json").read_text())["candidates"] == 0
+    assert not list((run / "candidates").glob("*.json")) if (run / "candidates").exists() else True
+    report = (run / "report.md").read_text()
+    assert "candidates 0" in report and "stopped: fatal: the LLM server could not be reached" in report
+    assert "cannot connect" in capsys.readouterr().out
+    assert wall < 60  # 3 attempts with 0.01-0.05 s waits, then the run ends: not 12 rounds of them
+
+
+def test_a_rejected_key_on_an_openai_compatible_server_ends_the_run_without_retries(tmp_path, server, monkeypatch,
+                                                                                     capsys):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-this-one")
+    rc = main(common(tmp_path, "compat401", f"model=openai-compat:qwen3-coder@{server.openai_base_url}", "iters=12"))
+    assert rc == 1
+    assert len(server.requests) == 1 and not server.requests[0].key_ok  # one 401, never retried
+    evs = events(tmp_path / "compat401")
+    (fatal,) = of(evs, "fatal")
+    assert "HTTP 401 authentication failed (check OPENAI_API_KEY)" in fatal["error"]
+    assert "sk-not-this-one" not in fatal["error"]
+    assert json.loads((tmp_path / "compat401" / "totals.json").read_text())["candidates"] == 0
+    assert "stopped: fatal" in (tmp_path / "compat401" / "report.md").read_text()
+    assert "run stopped" in capsys.readouterr().out
+
+
+def test_a_sample_lost_to_server_errors_is_no_candidate(tmp_path, server, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    server.add({"status": 503}, {"status": 503}, {"text": reply("good")})
+    rc = main(common(tmp_path, "lost", "model=openai:gpt-5.4", f"llm.base_url={server.openai_base_url}",
+                     "llm.retry_attempts=2", "iters=2"))
+    assert rc == 0
+    evs = events(tmp_path / "lost")
+    (lost,) = of(evs, "llm_error")
+    assert lost["round"] == 1 and "HTTP 503" in lost["error"] and "candidate" not in lost
+    assert [e["candidate"] for e in of(evs, "proposal")] == ["c0001"]  # round 2's reply, numbered first
+    assert json.loads((tmp_path / "lost" / "totals.json").read_text())["candidates"] == 1
+
+
 def test_offline_proposer_searches_params_and_switches_family_on_dropout(tmp_path, capsys):
     rc = main(common(tmp_path, "off", "model=offline", f"kernels_dir={FIX / 'kernels'}", "iters=3",
                      "stop.cpu_stop_on_pass=false", "dropout.patience=1"))

@@ -84,7 +84,8 @@ def test_eval_cli_writes_the_contract_json(tmp_path):
     """The real entry point in a subprocess: exit code 0 and every contract key in the JSON."""
     out = tmp_path / "res" / "out.json"
     proc = subprocess.run([sys.executable, "-m", "aka.cli", "eval", str(PROBLEMS / "vec_add"),
-                           str(HONEST / "vec_add.py"), "--device", "cpu", "--seed", "7", "--json", str(out)],
+                           str(HONEST / "vec_add.py"), "--device", "cpu", "--shapes", "all", "--seed", "7",
+                           "--json", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "pass" in proc.stdout

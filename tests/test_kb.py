@@ -466,6 +466,25 @@ def test_cli_query_and_eval(built, capsys, tmp_path):
     text = report.read_text()
     assert "| hybrid |" in text and "| lexical |" in text and "| embedding |" in text
     assert "Queries: 2 (1 problem, 1 symptom)" in text
+    # without --out it prints and writes nothing: the tracked knowledge_base/EVAL.md stays as committed
+    from aka.kb.evalset import DEFAULT_REPORT
+    before = DEFAULT_REPORT.read_bytes()
+    capsys.readouterr()
+    assert main(["kb", "eval", "--kb", str(built.root), "--cache", str(built.cache), "--queries", str(q)]) == 0
+    out = capsys.readouterr().out
+    assert "not written: --out knowledge_base/EVAL.md" in out and "wrote" not in out
+    assert DEFAULT_REPORT.read_bytes() == before
+
+
+def test_cli_query_prints_ids_whole_when_piped(built, capsys, monkeypatch):
+    from aka.cli import main
+    monkeypatch.setenv("COLUMNS", "40")  # rich lays a pipe out this wide: the fixture's short ids would be cut
+    from aka.kb.index import DEFAULT_MODE, Filters, one_per_doc
+    text = "a question whose top rows have long ids: one per note kernels and playbooks"
+    ids = [r.doc_id for r in one_per_doc(built.ix.search(text, mode=DEFAULT_MODE, filters=Filters()), 8)]
+    assert main(["kb", "query", text, "--kb", str(built.root), "--cache", str(built.cache)]) == 0
+    out = capsys.readouterr().out  # captured: not a terminal
+    assert ids and all(f" {i} " in out for i in ids), (ids, out)  # (sections are cut at 22 on purpose)
 
 
 

@@ -159,12 +159,16 @@ def test_retries_exhausted_raises_transient(server, kind):
     assert len(server.requests) == 3
 
 
-def test_connection_refused_is_transient():
+def test_connection_refused_is_transient_and_says_unreachable_where():
+    from aka.llm import RetryingLLM, UnreachableLLMError
     with FakeLLMServer() as s:
         base = s.anthropic_base_url
     llm = AnthropicLLM("claude-opus-5", api_key=KEY, base_url=base, timeout_s=1.0)
-    with pytest.raises(TransientLLMError, match="connection error"):
+    with pytest.raises(UnreachableLLMError, match=f"cannot connect to {base}/v1/messages: .*Connection refused"):
         llm.complete(CONVO)
+    assert issubclass(UnreachableLLMError, TransientLLMError)  # retried like any transient failure
+    with pytest.raises(UnreachableLLMError, match="gave up after 2 attempt"):  # and still itself once they run out
+        RetryingLLM(llm, 2, 0.0, 0.0, sleep=lambda s: None).complete(CONVO)
 
 
 def test_retry_after_is_capped_at_max_delay(server):

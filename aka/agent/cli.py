@@ -18,6 +18,12 @@ FLAG_PATHS = {
     "max_cost": "budget.max_cost_usd", "max_wall": "budget.max_wall_s",
 }
 KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+EXAMPLES = """examples:
+  aka optimize op=rms_norm shape=4096x4096                        no API key: the offline proposer
+  aka optimize op=bench/ops/fused_moe shape=all model=anthropic:<model> iters=40
+  aka optimize op=rms_norm model=openai-compat:<model>@http://localhost:8000/v1
+  aka optimize op=rms_norm model=offline dropout.p=0.3 config=my.yaml
+  aka optimize resume=<run id> iters=60                            continue a run"""
 
 
 class _OverrideParser(argparse.ArgumentParser):
@@ -39,8 +45,12 @@ class _OverrideParser(argparse.ArgumentParser):
 
 def add_parser(sub) -> None:
     o = sub.add_parser("optimize", help="search for a faster verified Triton kernel (LLM or offline proposer)",
-                       epilog="Config overrides: section.key=value words anywhere, e.g. dropout.p=0.3 "
-                              "llm.cache_mode=off (see configs/optimize.yaml).")
+                       usage="aka optimize op=OP [shape=SPEC] [model=SPEC] [iters=N] [section.key=value ...]\n"
+                             "       aka optimize resume=RUN_ID [iters=N] [section.key=value ...]",
+                       description=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog="Every --flag VALUE above is also flag=VALUE (--run-id x is run_id=x).\n"
+                              "Config overrides: section.key=value words anywhere, e.g. dropout.p=0.3 "
+                              "llm.cache_mode=off\n(configs/optimize.yaml documents every key).")
     o.__class__ = _OverrideParser  # add_parser builds a plain ArgumentParser; only parse_known_args differs
     o.add_argument("--op", help="bundled op name or operator directory / KernelBench file")
     o.add_argument("--shape", help="shape id(s), all, small, first, or AxB[xC] (default all)")
@@ -63,7 +73,7 @@ def add_parser(sub) -> None:
 
 
 def _overrides(args) -> list[tuple[str, str]]:
-    from aka.cli import UserError
+    from aka.errors import UserError
     out = [(path, getattr(args, flag)) for flag, path in FLAG_PATHS.items() if getattr(args, flag) is not None]
     for word in args.overrides:
         if "=" not in word:
@@ -93,8 +103,8 @@ def cmd_optimize(args) -> int:
     from aka.evaluate.api import resolve_device
     from aka.problem import load_problem
     from aka.agent.store import RunStore, StoreError, new_run_id
-    from aka.cli import UserError
-    from aka.llm import FatalLLMError
+    from aka.errors import UserError
+    from aka.llm import FatalLLMError, check_installed
     from aka.problem import ProblemError
 
     console = Console(soft_wrap=True)  # logs: never break a line inside a path or message
@@ -113,6 +123,7 @@ def cmd_optimize(args) -> int:
         problem = load_problem(cfg.op)
         device = resolve_device(None if cfg.eval.device == "auto" else cfg.eval.device)
         task = task_shapes(problem, cfg.shape, device, cfg.eval.cpu_max_elems)
+        check_installed(choose_proposer_spec(cfg.model)[0])
         if not args.resume:
             store = RunStore.create(cfg.runs_dir, cfg.run_id or new_run_id(cfg.op))
         return run_optimize(cfg, store, problem, task, console, resumed=bool(args.resume), overrides=dict(pairs))
@@ -212,6 +223,7 @@ def execute(cfg, store, problem, task, console, *, resumed: bool = False, overri
             outcome = opt.run()
     finally:
         stop = (outcome.stop_kind, outcome.reason) if outcome else ("crash", "see events.jsonl")
-        report = write_report(store, state, problem, task, cfg, proposer.name, stop)
+        report = write_report(store, state, problem, task, cfg, proposer.name, stop,
+                              say=lambda line: console.print(line, style="yellow", markup=False, highlight=False))
         console.print(f"report: {report}")
     return outcome

@@ -2,7 +2,8 @@
 
 The conversation keeps the task message and its first reply plus the last `history_rounds`
 exchanges; a dropout with fresh_context (or a context-too-long error) drops it all and starts again
-from the task and a compact summary. LLM errors propagate: the loop decides what they mean.
+from the task and a compact summary. LLM errors propagate (a sample whose retries ran out is returned as a lost sample, unless the
+server could not be reached at all): the loop decides what they mean.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from aka.agent.config import LLMConfig
 from aka.agent.dropout import DropoutDecision
 from aka.agent.edits import parse_reply
 from aka.agent.prompts import PromptRenderer, hardware_context, task_context
-from aka.llm import BudgetExceeded, Message, TransientLLMError
+from aka.llm import BudgetExceeded, Message, TransientLLMError, UnreachableLLMError
 
 ASK_FIRST = ("Write the kernel: one complete file in a ```python block, after a short plan and the "
              "TECHNIQUES line.")
@@ -107,8 +108,12 @@ class LLMProposer:
                 if not out:
                     raise
                 break  # keep the samples already paid for; the loop stops before the next round
+            except UnreachableLLMError:
+                if not out:
+                    raise  # nothing came back this round: the loop ends the run
+                break  # keep the replies already in hand; the next round's first call fails the same way
             except TransientLLMError as e:  # retries exhausted: this sample is lost, the run goes on
-                out.append(Proposal(None, None, error=f"LLM error: {e}", meta={"llm_error": True}))
+                out.append(Proposal(None, None, error=str(e), meta={"llm_error": True}))
                 continue
             parsed = parse_reply(c.text, parent_src, truncated=c.truncated)
             meta = {"input_tokens": c.input_tokens, "output_tokens": c.output_tokens, "cost_usd": c.cost_usd,

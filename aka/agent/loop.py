@@ -23,7 +23,8 @@ from aka.agent.store import Candidate, RunStore
 from aka.evaluate.api import EvalConfig, evaluate
 from aka.evaluate.sandbox import SandboxConfig
 from aka.kb.retrieval import Signals
-from aka.llm import BudgetExceeded, ContextTooLongError, FatalLLMError, LLMError, TransientLLMError
+from aka.llm import (BudgetExceeded, ContextTooLongError, FatalLLMError, LLMError, TransientLLMError,
+                     UnreachableLLMError)
 from aka.util import fmt
 
 
@@ -143,12 +144,19 @@ class Optimizer:
             proposals = []
         except FatalLLMError as e:
             raise FatalStop(str(e)) from None
+        except UnreachableLLMError as e:  # retries spent on a server that never answered: later rounds cannot fare better
+            raise FatalStop(f"the LLM server could not be reached: {e}") from None
         except TransientLLMError as e:
             self.emit("llm_error", round=r, error=str(e))
             proposals = []
         except LLMError as e:  # neither transient nor fatal by type (e.g. a scripted model ran dry)
             raise FatalStop(f"{type(e).__name__}: {e}") from None
         st.pending_dropout = None
+        for p in [p for p in proposals if p.meta.get("llm_error")]:
+            # A sample the provider never delivered is on the record but is no candidate: there is no
+            # reply, code or verdict to count.
+            self.emit("llm_error", round=r, error=p.error)
+        proposals = [p for p in proposals if not p.meta.get("llm_error")]
         improved, this_round = False, []
         if len(proposals) > 1 and self.cfg.eval.parallel > 1:
             # Several candidates: all on the record first, evaluated at once (on one GPU their checks
@@ -206,8 +214,7 @@ class Optimizer:
             self.store.write_text(f"candidates/{c.id}.reply.md", p.reply)
         usage = {k: p.meta.get(k) for k in ("input_tokens", "output_tokens", "cost_usd") if k in p.meta}
         if c.source is None:
-            kind = "llm_error" if p.meta.get("llm_error") else "invalid_proposal"
-            self.emit(kind, round=r, candidate=c.id, error=c.error, **usage)
+            self.emit("invalid_proposal", round=r, candidate=c.id, error=c.error, **usage)
         else:
             self.emit("proposal", round=r, candidate=c.id, kind=c.kind, parent=c.parent, techniques=c.techniques,
                       offline=p.meta.get("offline"), **usage)

@@ -6,6 +6,7 @@ import re
 import shlex
 from pathlib import Path
 
+from aka.agent.shapes import shapes_text
 from aka.agent.state import State
 from aka.agent.store import RunStore, now
 from aka.util import fmt, parse_py
@@ -85,16 +86,23 @@ def write_kernel_module(store: RunStore, problem, task) -> Path:
     return store.write_text("kernel_module.py", text)
 
 
-def plot(store: RunStore, state: State, task) -> tuple[Path | None, str]:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None, "matplotlib is not installed: no plot (pip install matplotlib)"
+def plot(store: RunStore, state: State, task) -> tuple[Path | None, str, bool]:
+    """(progress.png or None, the line for the report, whether a plot that should exist is missing)."""
+    from aka.plots import failed, pyplot
     scored = [c for c in state.history if c.score is not None and c.score.value is not None]
     if not scored:
-        return None, "no candidate scored: nothing to plot"
+        return None, "No candidate was scored: nothing to plot.", False
+    plt, why = pyplot()
+    if plt is None:
+        return None, f"progress plot not drawn: {why}", True
+    try:
+        return _draw(plt, store, state, task, scored), "", False
+    except Exception as e:  # noqa: BLE001 - said in the report and on the console; the tables stand
+        plt.close("all")
+        return None, failed("the progress plot", e), True
+
+
+def _draw(plt, store: RunStore, state: State, task, scored) -> Path:
     kind = scored[-1].score.kind
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
     xs = [int(c.id[1:]) for c in scored]
@@ -112,28 +120,39 @@ def plot(store: RunStore, state: State, task) -> tuple[Path | None, str]:
         pts = [(int(c.id[1:]), c.score.per_shape.get(sid)) for c in state.history if c.accepted and c.score]
         pts = [(x, v) for x, v in pts if v is not None]
         if pts:
+            # marked points: a run whose first candidate passed has one acceptance and no step to draw
             a2.step([x for x, _ in pts] + [len(state.history)], [v for _, v in pts] + [pts[-1][1]], where="post",
-                    label=sid)
+                    label=sid, marker="o", markersize=3)
     a2.set_ylabel("pass" if kind == "pass_rate" else "sol_fraction of the incumbent")
     a2.set_xlabel("candidate")
+    a2.set_xlim(0.5, len(state.history) + 0.5)
+    n = len(state.history)  # candidates are numbered c0001, c0002, ...: whole-number ticks only
+    if n <= 20:
+        a2.set_xticks(range(1, n + 1))
+    else:
+        a2.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+    if kind == "pass_rate":  # a fraction of shapes passing: the whole 0..1 range, not a zoom on one value
+        a1.set_ylim(-0.05, 1.05)
+        a2.set_ylim(-0.05, 1.05)
     if a2.get_lines():
         a2.legend(fontsize=7, ncol=4)
     fig.suptitle(f"{store.run_id}")
     path = store.root / "progress.png"
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
-    return path, f"plot: {path.name}"
+    return path
 
 
 def write_report(store: RunStore, state: State, problem, task, cfg, proposer_name: str,
-                 stop: tuple[str, str] | None) -> Path:
+                 stop: tuple[str, str] | None, say=None) -> Path:
+    """report.md (and progress.png, kernel_module.py); `say(line)` hears of a plot that could not be drawn."""
     inc = state.incumbent
     env = inc.result.env if inc and inc.result else {}
     lines = [f"# aka optimize: {problem.name} — run {store.run_id}", "",
              f"- written {now()}; device {task.device}; gpu {env.get('gpu') or 'none'}; torch {env.get('torch', '-')}; "
              f"triton {env.get('triton', '-')}; git {env.get('git_sha', '-')}",
              f"- problem `{problem.root}`; shapes {', '.join(task.ids)}"
-             + (f" (requested {', '.join(s.id for s in task.requested)})" if task.requested != task.shapes else ""),
+             + (f" (requested {shapes_text(task.requested)})" if task.requested != task.shapes else ""),
              f"- proposer {proposer_name}; rounds {state.round}; candidates {len(state.history)}"]
     if task.note:
         lines.append(f"- **{task.note}**")
@@ -150,7 +169,8 @@ def write_report(store: RunStore, state: State, problem, task, cfg, proposer_nam
     else:
         lines += [f"`best.py` = {inc.id} (round {inc.round}), objective {fmt(inc.score.value)} ({inc.score.kind}); "
                   f"techniques: {', '.join(inc.techniques) or '-'}", "",
-                  "Re-verify:", "", "```", verify_command(store, problem, task), "```", "",
+                  "Re-verify (exit status 0 when it passes, 1 when it does not; `aka eval --help`):", "", "```",
+                  verify_command(store, problem, task), "```", "",
                   "Drop-in: `kernel_module.py` (imports ModelNew; `register_custom_op()` registers a torch.library op).",
                   "", "sol_fraction is against the datasheet roofline; the measured one uses `aka hw calibrate`'s "
                   "ceilings (copy bandwidth, matmul rates) when they are cached.", "",
@@ -175,8 +195,10 @@ def write_report(store: RunStore, state: State, problem, task, cfg, proposer_nam
         for e in drops:
             lines.append(f"- round {e['round']}: fresh context {e['fresh_context']}, dropped techniques "
                          f"{e['dropped_techniques']}, dropped hints {e['dropped_hints']}, restart {e['restart_parent']}")
-    png, note = plot(store, state, task)
+    png, note, missing = plot(store, state, task)
     lines += ["", "## Progress", "", f"![progress]({png.name})" if png else note, ""]
+    if missing and say is not None:
+        say(note)
     if inc is not None:
         write_kernel_module(store, problem, task)
     return store.write_text("report.md", "\n".join(lines))

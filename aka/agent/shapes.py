@@ -50,6 +50,14 @@ def match_shapes(problem: Problem, spec: str | None) -> list[ShapeCase]:
         raise ProblemError(f"{e}; available: {available(problem)}") from None
 
 
+def shapes_text(shapes: list[ShapeCase], limit: int = 4) -> str:
+    """`4096x4096 (shape 9)`: the sizes a user types first, the id the files use after. More than
+    `limit` shapes read as a count: a 15-shape list is noise in a one-line notice."""
+    if len(shapes) > limit:
+        return f"{len(shapes)} shapes"
+    return ", ".join(f"{dims_text(s)} (shape id {s.id})" for s in shapes)
+
+
 @dataclass
 class TaskShapes:
     shapes: list[ShapeCase]
@@ -78,5 +86,5 @@ def task_shapes(problem: Problem, spec: str | None, device: str, cpu_max_elems: 
         raise ProblemError(f"{problem.name}: no GPU, the requested shapes are too large for the Triton "
                            "interpreter, and meta.json lists no small_shapes")
     return TaskShapes(list(problem.small_shapes.values()), requested, device,
-                      f"{NO_GPU_NOTE} (requested {', '.join(s.id for s in requested)}; "
-                      f"running {', '.join(problem.small_shapes)})")
+                      f"{NO_GPU_NOTE}: asked for {shapes_text(requested)}, running the small shapes "
+                      f"{', '.join(f'{s.id}={dims_text(s)}' for s in problem.small_shapes.values())} instead")

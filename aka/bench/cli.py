@@ -47,7 +47,7 @@ def register(sub) -> None:
 
 def _suite(args):
     from aka.bench.suite import load_suite
-    from aka.cli import UserError
+    from aka.errors import UserError
     from aka.problem import ProblemError
     try:
         ops = args.ops.split(",") if getattr(args, "ops", None) else None
@@ -60,9 +60,11 @@ def cmd_list(args) -> int:
     from rich.console import Console
     from rich.table import Table
     suite = _suite(args)
+    from aka.console import key_column, print_table
     t = Table(title=f"suite {suite.root}")
-    for c in ("op", "category", "shapes", "decode", "prefill", "small", "weight"):
-        t.add_column(c, justify="left" if c in ("op", "category") else "right")
+    key_column(t, "op", [p.name for p in suite.problems])
+    for c in ("category", "shapes", "decode", "prefill", "small", "weight"):
+        t.add_column(c, justify="left" if c == "category" else "right")
     n_shapes = 0
     for p in suite.problems:
         phases = [s.info.get("phase") for s in p.shapes.values()]
@@ -70,7 +72,7 @@ def cmd_list(args) -> int:
         t.add_row(p.name, p.category or "-", str(len(p.shapes)), str(phases.count("decode")),
                   str(phases.count("prefill")), str(len(p.small_shapes)), f"{suite.weight(p.name):.4f}")
     c = Console(soft_wrap=True)
-    c.print(t)
+    print_table(t, c)
     cats = {p.category for p in suite.problems}
     c.print(f"{len(suite.problems)} operators, {n_shapes} shapes, {len(cats)} categories, "
             f"{sum(1 for p in suite.problems if p.category)} categorised; weights sum "

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -16,9 +17,14 @@ def _w(v):
     return "-" if v is None else (format(v, ".3f") if v == 0 or v >= 0.0005 else format(v, ".1e"))
 
 
-def write_report(run_dir: Path, weights: Path | None = None) -> Path:
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+def write_report(run_dir: Path, weights: Path | None = None, say=_stderr) -> Path:
     """REPORT.md and plots for a run. `weights`: a weights file (`aka bench weigh`) whose operator
-    weights replace those the records were written with (a run outlives a re-weighting)."""
+    weights replace those the records were written with (a run outlives a re-weighting). A plot
+    that cannot be drawn is said, through `say` and in REPORT.md, never skipped in silence."""
     rows = load_records(run_dir)
     if not rows:
         raise FileNotFoundError(f"no records in {run_dir}")
@@ -69,9 +75,13 @@ def write_report(run_dir: Path, weights: Path | None = None) -> Path:
         big = [fmt(large.get((op, i), (0, None))[1], ".3f") for i in impls]
         lines.append(f"| {op} | {first.get('category')} | {_w(first.get('weight'))} | {first.get('shapes')} | "
                      + " | ".join(cells) + f" | {n_large} | " + " | ".join(big) + " |")
-    plots = _plots(rows, run_dir, impls, ops)
-    if plots:
-        lines += ["", "## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots]
+    plots, why = _plots(rows, run_dir, impls, ops)
+    lines += ["", "## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots]
+    if why:
+        lines.append(f"Plots not drawn: {why}.")
+        say(f"aka bench report: plots not drawn: {why}")
+    elif not any(p.name == "roofline.png" for p in plots):
+        lines.append("No roofline plot: no record has both a time and a FLOP count (a CPU run times nothing).")
     out = run_dir / "REPORT.md"
     out.write_text("\n".join(lines) + "\n")
     return out
@@ -116,15 +126,23 @@ def _roof(rows):
     return (spec.mem_tbps, spec.peak_tflops.get("bf16")) if spec else None
 
 
-def _plots(rows, run_dir: Path, impls, ops) -> list[Path]:
+def _plots(rows, run_dir: Path, impls, ops) -> tuple[list[Path], str | None]:
+    """(the plots drawn, why the others were not)."""
+    from aka.plots import failed, pyplot
+    plt, why = pyplot()
+    if plt is None:
+        return [], why
+    out: list[Path] = []
     try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return []
+        _draw(plt, rows, run_dir, impls, ops, out)
+    except Exception as e:  # noqa: BLE001 - a broken font cache or a full disk: said, and the tables stand
+        plt.close("all")
+        return out, failed("a plot", e)
+    return out, None
+
+
+def _draw(plt, rows, run_dir: Path, impls, ops, out: list[Path]) -> None:
     scores = by_impl(rows)
-    out = []
     fig, ax = plt.subplots(figsize=(max(8, len(ops) * 0.45), 4.5))
     width = 0.8 / max(1, len(impls))
     for i, impl in enumerate(impls):
@@ -161,4 +179,3 @@ def _plots(rows, run_dir: Path, impls, ops) -> list[Path]:
         fig.savefig(p, dpi=120)
         plt.close(fig)
         out.append(p)
-    return out

@@ -12,6 +12,10 @@ def resolve_cost(meta: dict, shape, actual_bytes, counted_flops):
     if "per_shape" in spec and shape.id in spec["per_shape"]:  # Atrex-Bench roofline.json
         c = spec["per_shape"][shape.id]
         return Cost(flops=dict(c.get("flops", {})), bytes=float(c["bytes"]), source="atrex")
+    if spec.get("bytes", "auto") == "auto" and actual_bytes is None:
+        # The worker counts the real tensors' bytes on the first call; a candidate that failed
+        # before it (static check, import, compile) leaves nothing to count: no roofline, no error.
+        return None
     if spec.get("flops") is not None or spec.get("bytes") not in (None, "auto"):
         kw = {**shape.init_kwargs, **shape.input_kwargs}
         return cost_from_meta(spec, kw, actual_bytes)

@@ -35,7 +35,9 @@ def add_parser(sub) -> None:
     e = ks.add_parser("eval", help="recall@5 and MRR of the three rankers on the labelled queries")
     common(e)
     e.add_argument("--queries", default=None, help="labelled queries (default: knowledge_base/queries.yaml)")
-    e.add_argument("--out", default=None, help="report path (default: knowledge_base/EVAL.md; '-' for none)")
+    e.add_argument("--out", default=None,
+                   help="also write the markdown report here (the committed one: --out knowledge_base/EVAL.md); "
+                        "default: print only, so a trial run never rewrites a tracked file")
     e.add_argument("-k", type=int, default=5)
     e.add_argument("--show", action="store_true", help="print each query's top k")
     e.set_defaults(func=cmd_eval)
@@ -137,14 +139,17 @@ def cmd_query(args) -> int:
     mode = args.mode or DEFAULT_MODE
     res = ix.search(" ".join(args.text), mode=mode, filters=f)
     rows = res[: args.k] if args.chunks else one_per_doc(res, args.k)
+    from aka.console import key_column, print_table
     t = Table(title=f"{mode}: {' '.join(args.text)}")
-    for col in ("rank", "id", "section", "layer", "score", "emb", "lex"):
-        t.add_column(col, justify="right" if col in ("rank", "score", "emb", "lex") else "left", no_wrap=True,
+    t.add_column("rank", justify="right", no_wrap=True)
+    key_column(t, "id", [r.doc_id for r in rows])  # the id is what `--op`, notes and kernels are found by
+    for col in ("section", "layer", "score", "emb", "lex"):
+        t.add_column(col, justify="right" if col in ("score", "emb", "lex") else "left", no_wrap=True,
                      overflow="ellipsis", max_width=22 if col == "section" else None)
     for i, r in enumerate(rows, 1):
         t.add_row(str(i), r.doc_id, r.meta.get("section", ""), r.meta.get("layer", ""), f"{r.score:.4g}",
                   str(r.ranks.get("embedding", "-")), str(r.ranks.get("lexical", "-")))
-    console.print(t)
+    print_table(t, console)
     if args.show_text:
         for r in rows:
             console.rule(r.id)
@@ -175,10 +180,13 @@ def cmd_eval(args) -> int:
             for p in r.per_query:
                 mark = "ok " if p["recall"] == 1 else "MISS"
                 console.print(f"{mark} {p['q'][:70]!r} -> {', '.join(p['top'])}", markup=False, highlight=False)
-    if args.out != "-":
-        out = evalset.write_report(args.out or evalset.DEFAULT_REPORT, results, queries, evalset.kb_counts(ix),
+    if args.out not in (None, "-"):
+        out = evalset.write_report(args.out, results, queries, evalset.kb_counts(ix),
                                    model_name(), args.k, default_mode=DEFAULT_MODE)
         console.print(f"wrote {out}")
+    else:
+        console.print(f"[dim]not written: --out {evalset.DEFAULT_REPORT.relative_to(evalset.REPO_ROOT)} "
+                      "updates the committed report[/]")
     return 0
 
 
@@ -213,7 +221,7 @@ def cmd_verify(args) -> int:
     if args.device == "cuda":
         from aka.evaluate.api import cuda_available
         if not cuda_available():
-            from aka.cli import UserError
+            from aka.errors import UserError
             raise UserError("aka kb verify --device cuda needs a CUDA GPU")
     out = verify(_root(args), args.device, op=args.op, force=args.force, console=console, shapes=args.shapes,
                  timeout_s=args.timeout, jobs=args.jobs, timing=not args.no_timing,

@@ -107,7 +107,7 @@ def write_report(path: str | Path, results: list[ModeResult], queries: list[Quer
     lines = [
         "# Knowledge-base retrieval: evaluation",
         "",
-        f"Written by `aka kb eval` on {dt.date.today().isoformat()}; do not edit by hand.",
+        f"Written by `aka kb eval --out knowledge_base/EVAL.md` on {dt.date.today().isoformat()}; do not edit by hand.",
         "",
         f"- Model: {model}, cosine similarity, Chroma PersistentClient.",
         f"- Base: {counts['documents']} documents ({', '.join(f'{l} {n}' for l, n in counts['by_layer'].items())}), "

@@ -14,6 +14,7 @@ from .base import (
     LLMError,
     Message,
     TransientLLMError,
+    UnreachableLLMError,
 )
 from .budget import Budget, BudgetedLLM, ModelUsage, Usage
 from .cache import CachedLLM, cache_key
@@ -25,6 +26,17 @@ from .scripted import ScriptedLLM
 # offline agent runs where only torch and triton are installed (the GPU machines' image).
 _LAZY = {"RetryConfig": "retry", "RetryingLLM": "retry", "build_llm": "factory", "make_llm": "factory",
          "parse_spec": "factory"}
+
+
+def check_installed(spec: str) -> None:
+    """Before a run starts: MissingExtra (one line naming the `llm` extra) when the SDK or the retry
+    library a spec needs is not installed, rather than a traceback from deep inside the first round."""
+    from aka.errors import require
+    sdk = {"anthropic": "anthropic", "openai": "openai", "openai-compat": "openai"}.get(spec.split(":", 1)[0])
+    if sdk is None:
+        return  # an unknown spec is parse_spec's to report
+    require(sdk, f"model={spec}")
+    require("tenacity", f"model={spec} (its retries)")
 
 
 def __getattr__(name):
@@ -52,6 +64,7 @@ __all__ = [
     "RetryingLLM",
     "ScriptedLLM",
     "TransientLLMError",
+    "UnreachableLLMError",
     "Usage",
     "build_llm",
     "cache_key",

@@ -75,6 +75,13 @@ class TransientLLMError(LLMError):
         self.retry_after_s = retry_after_s
 
 
+class UnreachableLLMError(TransientLLMError):
+    """No connection to the server (refused, unknown host, TLS failure). Retried like any transient
+    error, since a server may be restarting; once the retries run out the agent ends the run rather
+    than going on to the next round, because a mistyped URL or a server that is down does not mend
+    between rounds."""
+
+
 class FatalLLMError(LLMError):
     """Retrying cannot help: bad key, unknown model, malformed or oversized request."""
 

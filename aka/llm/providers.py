@@ -14,6 +14,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from aka.errors import require
+
 from .base import (
     Completion,
     ContextTooLongError,
@@ -21,6 +23,7 @@ from .base import (
     LLMError,
     Message,
     TransientLLMError,
+    UnreachableLLMError,
     check_messages,
     messages_to_dicts,
 )
@@ -95,7 +98,11 @@ def map_sdk_error(exc: Exception, sdk: Any, provider: str, model: str, timeout_s
     if isinstance(exc, sdk.APITimeoutError):
         return TransientLLMError(f"{where}: no response within {timeout_s:g}s (timeout)")
     if isinstance(exc, sdk.APIConnectionError):
-        return TransientLLMError(f"{where}: connection error: {_one_line(str(exc), secret)}")
+        request = getattr(exc, "request", None)
+        url = f" to {request.url}" if request is not None else ""
+        cause = exc.__cause__ or exc.__context__  # the SDK's message is only "Connection error."
+        detail = f"{exc}" + (f" ({type(cause).__name__}: {cause})" if cause is not None else "")
+        return UnreachableLLMError(f"{where}: cannot connect{url}: {_one_line(detail, secret)}")
     if isinstance(exc, sdk.APIStatusError):
         status = exc.status_code
         detail = _one_line(_server_message(exc.body) or str(exc), secret)
@@ -173,8 +180,7 @@ class AnthropicLLM(_Provider):
         *,
         prices: Mapping[str, Price] | None = None,
     ):
-        import anthropic
-
+        anthropic = require("anthropic", f"model=anthropic:{model}")
         self._sdk = anthropic
         self.model = model
         self.timeout_s = float(timeout_s)
@@ -227,8 +233,8 @@ class OpenAILLM(_Provider):
         prices: Mapping[str, Price] | None = None,
         compat: bool | None = None,
     ):
-        import openai
-
+        prefix = "openai-compat" if (base_url is not None if compat is None else compat) else "openai"
+        openai = require("openai", f"model={prefix}:{model}")
         self._sdk = openai
         self.model = model
         self.timeout_s = float(timeout_s)

@@ -15,11 +15,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import tenacity
+from aka.errors import require
 
 from .base import Completion, Message, TransientLLMError
 
 log = logging.getLogger("aka.llm")
+tenacity = require("tenacity", "an LLM proposer (its retries)")
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,8 @@ class RetryingLLM:
         try:
             return retrying(attempt)
         except TransientLLMError as exc:
-            raise TransientLLMError(
+            # the same class (UnreachableLLMError stays one), so callers can tell why it gave up
+            raise type(exc)(
                 f"gave up after {attempts} attempt(s): {exc}", status=exc.status, retry_after_s=exc.retry_after_s
             ) from exc
 
