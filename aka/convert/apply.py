@@ -322,7 +322,7 @@ def add_apply_parser(sub) -> None:
 
 def cmd_apply(args) -> int:
     """Exit 0 when the patched model passes the check, 1 when it does not, 2 on bad input."""
-    from aka.cli import UserError
+    from aka.errors import UserError
     from aka.convert.fallbacks import call_factory
     try:
         model, inputs, _ = call_factory(args.factory.removeprefix("model:"), args.device)

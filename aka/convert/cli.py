@@ -106,7 +106,7 @@ def suite_fallbacks(source: str) -> tuple[list[Fallback], str]:
 
 
 def model_fallbacks(source: str, extract_dir: Path, device: str | None) -> tuple[list[Fallback], str]:
-    from aka.cli import UserError
+    from aka.errors import UserError
     try:
         from aka.convert.extract import extract
         from aka.convert.fallbacks import find_model_fallbacks, find_trace_fallbacks
@@ -151,7 +151,7 @@ def print_table(rows: list[Fallback], basis: str, lib, console) -> None:
 def cmd_run(source: str, rest: list[str]) -> int:
     from rich.console import Console
 
-    from aka.cli import UserError
+    from aka.errors import UserError
     from aka.convert.batch import ConvertOptions, run_batch
     from aka.convert.library import Library
     from aka.executors import make_executor
@@ -219,7 +219,7 @@ def cmd_run(source: str, rest: list[str]) -> int:
 
 
 def cmd_report(rest: list[str]) -> int:
-    from aka.cli import UserError
+    from aka.errors import UserError
     from aka.convert.report import write_report
     p = argparse.ArgumentParser(prog="aka convert report", description="Coverage, converted time share and the "
                                 "estimated serving-time saving of a kernel library -> REPORT.md and a chart.")
@@ -236,7 +236,7 @@ def cmd_report(rest: list[str]) -> int:
 
 
 def cmd_apply(rest: list[str]) -> int:
-    from aka.cli import UserError
+    from aka.errors import UserError
     try:
         from aka.convert.apply import add_apply_parser
     except ImportError as e:
