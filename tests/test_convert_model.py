@@ -1,0 +1,239 @@
+"""`aka convert` on a model: fallback groups of the Llama block (profile and trace), extracted
+operator directories judged by the real harness, and the block patched with converted kernels."""
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from aka.convert.apply import apply, add_apply_parser, library_entries
+from aka.convert.extract import SMALL_TOKENS, extract
+from aka.convert.fallbacks import (FallbackGroup, find_model_fallbacks, find_trace_fallbacks, group,
+                                   parse_factory, profile_model, table)
+from aka.convert.trace import TraceError
+from aka.evaluate.api import EvalConfig, evaluate
+from aka.problem import load_problem
+
+FIX = Path(__file__).parent / "fixtures" / "convert"
+KERNELS = FIX / "kernels"
+BLOCK = "examples.llama_block:factory"
+MODULE_GROUPS = {"rmsnorm", "rotary_embedding", "causal_gqattention", "silu_and_mul", "linear_self_attn_qkv_proj",
+                 "linear_self_attn_o_proj", "linear_mlp_gate_up_proj", "linear_mlp_down_proj"}
+CONVERTED = ("rmsnorm", "silu_and_mul", "rotary_embedding")
+
+
+@pytest.fixture(scope="module")
+def groups():
+    return find_model_fallbacks(BLOCK, "cpu", repeats=2)
+
+
+@pytest.fixture(scope="module")
+def extracted(groups, tmp_path_factory):
+    out = tmp_path_factory.mktemp("ops")
+    return out, {g.name: g for g in extract([FallbackGroup.from_json(g.to_json()) for g in groups], out, BLOCK)}
+
+
+@pytest.fixture(scope="module")
+def library(extracted, tmp_path_factory):
+    """Three converted kernels, each judged by `aka eval` (CPU) on its extracted operator."""
+    ops_dir, _ = extracted
+    lib = tmp_path_factory.mktemp("library")
+    results = {}
+    for op in CONVERTED:
+        d = lib / op
+        d.mkdir()
+        shutil.copy(KERNELS / f"{op}.py", d / "kernel.py")
+        res = evaluate(ops_dir / op, d / "kernel.py", shapes="all", config=EvalConfig(device="cpu"))
+        (d / "result.json").write_text(res.dumps())
+        (d / "provenance.json").write_text(json.dumps({"problem_dir": str(ops_dir / op)}))
+        results[op] = res
+    return lib, results
+
+
+# -- finding the fallbacks ----------------------------------------------------------------------
+
+def test_block_profile_groups_by_module(groups):
+    by = {g.name: g for g in groups}
+    assert MODULE_GROUPS <= set(by)
+    norm = by["rmsnorm"]
+    assert norm.calls == 2 and sorted(norm.modules) == ["input_layernorm", "post_attention_layernorm"]
+    assert {"aten::pow", "aten::mean", "aten::rsqrt", "aten::mul"} <= set(norm.ops)
+    assert norm.shapes == [{"x": [7, 64]}] and norm.dtypes == ["bfloat16"]
+    assert by["rotary_embedding"].dtypes == ["int64", "bfloat16", "bfloat16"]
+    assert by["silu_and_mul"].shapes == [{"x": [7, 176]}]
+    # The block's residual adds are its own compute, not a child's: an ATen group.
+    add = by["aten_add_in_decoder_block"]
+    assert add.kind == "aten" and add.calls == 2
+    shares = [g.share for g in groups]
+    assert shares == sorted(shares, reverse=True) and all(s > 0 for s in shares)
+    assert 0.5 < sum(shares) <= 1.0 + 1e-9
+    assert all(g.time_basis == "cpu" and g.source == f"model:{BLOCK}" for g in groups)
+    assert "rmsnorm" in table(groups) and "fallback groups" in table(groups)
+
+
+def test_trace_fixture_gives_the_same_operators():
+    groups = find_trace_fallbacks(FIX / "llama_block_cpu_trace.json")
+    by = {g.name: g for g in groups}
+    assert MODULE_GROUPS <= set(by), sorted(by)
+    assert by["rmsnorm"].calls == 2 and by["rmsnorm"].shapes[0]["arg0"] == [7, 64]
+    assert by["linear_mlp_down_proj"].shapes[0] == {"arg0": [7, 88], "arg1": [64, 88]}
+    assert abs(sum(g.share for g in groups) - 1.0) < 0.01  # only glue (views, casts) outside groups
+
+
+def test_gpu_trace_charges_kernels_to_their_ops():
+    groups = {g.name: g for g in find_trace_fallbacks(FIX / "gpu_trace_min.json")}
+    assert all(g.time_basis == "gpu" for g in groups.values())
+    # pow by correlation -> runtime event -> op; mean by External id alone (no runtime event).
+    assert groups["rmsnorm"].time_us == pytest.approx(6 + 5 + 3)
+    assert groups["linear"].time_us == pytest.approx(40)  # the GEMM under aten::linear -> aten::mm
+    assert groups["aten_add"].kind == "aten" and groups["aten_add"].time_us == pytest.approx(4)
+    total = 6 + 5 + 3 + 40 + 4 + 2  # the unattributed memcpy counts in the total, in no group
+    assert groups["linear"].share == pytest.approx(40 / total)
+
+
+def test_trace_errors_are_one_line(tmp_path):
+    with pytest.raises(TraceError, match="not found"):
+        find_trace_fallbacks(tmp_path / "none.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(TraceError, match="not a JSON trace"):
+        find_trace_fallbacks(bad)
+    bad.write_text(json.dumps({"events": []}))
+    with pytest.raises(TraceError, match="traceEvents"):
+        find_trace_fallbacks(bad)
+
+
+def test_parse_factory():
+    assert parse_factory("examples.llama_block:factory") == ("examples.llama_block", "factory", {})
+    assert parse_factory("m:f:size=realistic,tokens=40,x=1.5") == ("m", "f", {"size": "realistic", "tokens": 40, "x": 1.5})
+    for bad in ("examples.llama_block", ":f", "m:f:size"):
+        with pytest.raises(ValueError):
+            parse_factory(bad)
+
+
+# -- extraction ---------------------------------------------------------------------------------
+
+def test_every_block_group_extracts_and_loads(extracted):
+    out, by = extracted
+    assert all(g.problem_dir and g.error is None for g in by.values()), {n: g.error for n, g in by.items()}
+    prob = load_problem(out / "rmsnorm")
+    assert prob.kind == "opdir" and prob.category == "Normalization" and list(prob.small_shapes) == ["s0"]
+    assert prob.shapes["0"].init_kwargs == {"eps": 1e-5}  # the module's config, for the kernel
+    meta = prob.meta
+    assert meta["outliers"]["exempt_inputs"] == ["weight"] and meta["cost"] == {"bytes": "auto"}
+    assert meta["tolerance"] == {"atol": 1e-2, "rtol": 1.6e-2, "rel_norm": 5e-3}
+    assert meta["importance"] == pytest.approx(by["rmsnorm"].share)
+    weights = torch.load(out / "rmsnorm" / "weights.pt", weights_only=True)
+    assert weights["w:weight"].dtype == torch.bfloat16 and weights["w:weight"].shape == (64,)
+    assert load_problem(out / "causal_gqattention").meta["outliers"]["band"] == "row"
+    rope = json.loads((out / "rotary_embedding" / "shapes.json").read_text())["0"]["input_kwargs"]["inputs"]
+    assert rope["positions"] == {"recorded": "c0:positions"}  # indices as recorded, never random
+    assert "torch.ops.aten.add.Tensor" in (out / "aten_add_in_decoder_block" / "reference.py").read_text()
+    assert json.loads((out / "fallbacks.json").read_text())[0]["problem_dir"]
+
+
+def test_large_token_count_gets_a_small_case(tmp_path):
+    spec = f"{BLOCK}:tokens=40"
+    groups = [g for g in find_model_fallbacks(spec, "cpu", repeats=1) if g.name in ("rmsnorm", "rotary_embedding")]
+    extract(groups, tmp_path, spec)
+    for g in groups:
+        assert g.problem_dir, g.error
+        prob = load_problem(g.problem_dir)
+        big, small = prob.shapes["0"].input_kwargs["inputs"], prob.small_shapes["s0"].input_kwargs["inputs"]
+        assert big["q" if "q" in big else "x"]["shape"][0] == 40
+        assert small["q" if "q" in small else "x"]["shape"][0] == SMALL_TOKENS
+    w = torch.load(tmp_path / "rotary_embedding" / "weights.pt", weights_only=True)
+    assert w["s0:positions"].tolist() == w["c0:positions"].tolist()[:SMALL_TOKENS]
+
+
+def test_trace_groups_without_a_factory_extract_only_aten_ops(tmp_path):
+    groups = find_trace_fallbacks(FIX / "llama_block_cpu_trace.json")
+    extract(groups, tmp_path, None)
+    by = {g.name: g for g in groups}
+    assert "factory" in by["rmsnorm"].error and by["rmsnorm"].problem_dir is None
+    assert by["aten_add_in_decoder_block"].problem_dir  # a traced ATen op rebuilds from its args
+
+
+# -- the harness on extracted operators --------------------------------------------------------
+
+@pytest.mark.slow
+def test_extracted_ops_judged_by_aka_eval(extracted, library, tmp_path):
+    ops_dir, _ = extracted
+    _, results = library
+    for op, res in results.items():
+        assert res.status == "pass", (op, res.reason)
+        assert all(s.correct for s in res.shapes)
+    wrong = evaluate(ops_dir / "rmsnorm", KERNELS / "rmsnorm_wrong.py", shapes="all", config=EvalConfig(device="cpu"))
+    assert wrong.status == "incorrect" and "outside" in wrong.reason
+
+
+# -- apply --------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_apply_patches_the_block_and_it_still_matches(library):
+    from examples.llama_block import factory
+    lib, _ = library
+    model, inputs = factory()
+    report = apply(model, lib, check_inputs=inputs)
+    assert report.ok, report.summary()
+    assert sorted(p["module"] for p in report.patched) == [
+        "input_layernorm", "mlp.act_fn", "post_attention_layernorm", "self_attn.rotary_emb"]
+    assert sum(report.kernel_calls.values()) == 4 and not report.original_calls
+    assert report.max_abs_err <= report.tolerance["atol"] + 1e-9
+    # The patched block no longer has the converted fallbacks; the rest are still there.
+    trace, calls = profile_model(model, ((), inputs), "cpu", 1)
+    names = {p: f"{type(m).__module__}.{type(m).__qualname__}" for p, m in model.named_modules()}
+    left = {g.name for g in group(trace, "patched", 1, calls, names)}
+    assert not left & set(CONVERTED) and {"causal_gqattention", "linear_mlp_down_proj"} <= left
+    # The custom op is a real torch.library op.
+    op = report.patched[0]["custom_op"]
+    ns, name = op.split("::")
+    assert hasattr(getattr(torch.ops, ns), name)
+
+
+@pytest.mark.slow
+def test_apply_check_catches_a_wrong_kernel_with_a_forged_pass(library, tmp_path):
+    """A library entry whose result.json claims a pass its kernel does not earn: the patched
+    block's check must fail."""
+    from examples.llama_block import factory
+    lib, _ = library
+    bad = tmp_path / "lib"
+    shutil.copytree(lib / "rmsnorm", bad / "rmsnorm")
+    shutil.copy(KERNELS / "rmsnorm_wrong.py", bad / "rmsnorm" / "kernel.py")
+    model, inputs = factory()
+    report = apply(model, bad, check_inputs=inputs)
+    assert report.checked and report.ok is False and "outside" in report.reason
+
+
+def test_apply_skips_what_it_cannot_use(extracted, tmp_path):
+    from examples.llama_block import factory
+    ops_dir, _ = extracted
+    lib = tmp_path / "lib"
+    for op, status, prov in [("rmsnorm", "incorrect", True), ("aten_add_in_decoder_block", "pass", True),
+                             ("silu_and_mul", "pass", False)]:
+        (lib / op).mkdir(parents=True)
+        (lib / op / "kernel.py").write_text("class ModelNew: pass\n")
+        (lib / op / "result.json").write_text(json.dumps({"status": status}))
+        if prov:
+            (lib / op / "provenance.json").write_text(json.dumps({"problem_dir": str(ops_dir / op)}))
+    reasons = {e.op: e.reason for e in library_entries(lib)}
+    assert "status incorrect" in reasons["rmsnorm"] and "no meta.json" in reasons["silu_and_mul"]
+    model, inputs = factory()
+    report = apply(model, lib, check_inputs=inputs)
+    skipped = {s["op"]: s["reason"] for s in report.skipped}
+    assert "no module of its own" in skipped["aten_add_in_decoder_block"]
+    assert not report.patched and report.ok and report.max_abs_err == 0.0
+
+
+def test_apply_cli_bad_library_is_a_user_error(tmp_path):
+    from aka.cli import UserError
+    p = argparse.ArgumentParser()
+    add_apply_parser(p.add_subparsers(dest="cmd"))
+    args = p.parse_args(["apply", BLOCK, "--library", str(tmp_path / "missing")])
+    with pytest.raises(UserError, match="library not found"):
+        args.func(args)
+    args = p.parse_args(["apply", "no_such_module:factory", "--library", str(tmp_path)])
+    with pytest.raises(UserError, match="cannot import"):
+        args.func(args)
