@@ -22,9 +22,9 @@ REPO = Path(__file__).resolve().parent.parent
 FIX = Path(__file__).parent / "fixtures" / "convert"
 KERNELS = FIX / "kernels"
 BLOCK = "examples.llama_block:factory"
-MODULE_GROUPS = {"rmsnorm", "rotary_embedding", "causal_gqattention", "silu_and_mul", "linear_self_attn_qkv_proj",
+MODULE_GROUPS = {"rms_norm", "rotary_embedding", "causal_gq_attention", "silu_and_mul", "linear_self_attn_qkv_proj",
                  "linear_self_attn_o_proj", "linear_mlp_gate_up_proj", "linear_mlp_down_proj"}
-CONVERTED = ("rmsnorm", "silu_and_mul", "rotary_embedding")
+CONVERTED = ("rms_norm", "silu_and_mul", "rotary_embedding")
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +60,7 @@ def library(extracted, tmp_path_factory):
 def test_block_profile_groups_by_module(groups):
     by = {g.name: g for g in groups}
     assert MODULE_GROUPS <= set(by)
-    norm = by["rmsnorm"]
+    norm = by["rms_norm"]
     assert norm.calls == 2 and sorted(norm.modules) == ["input_layernorm", "post_attention_layernorm"]
     assert {"aten::pow", "aten::mean", "aten::rsqrt", "aten::mul"} <= set(norm.ops)
     assert norm.shapes == [{"x": [7, 64]}] and norm.dtypes == ["bfloat16"]
@@ -73,14 +73,14 @@ def test_block_profile_groups_by_module(groups):
     assert shares == sorted(shares, reverse=True) and all(s > 0 for s in shares)
     assert 0.5 < sum(shares) <= 1.0 + 1e-9
     assert all(g.time_basis == "cpu" and g.source == f"model:{BLOCK}" for g in groups)
-    assert "rmsnorm" in table(groups) and "fallback groups" in table(groups)
+    assert "rms_norm" in table(groups) and "fallback groups" in table(groups)
 
 
 def test_trace_fixture_gives_the_same_operators():
     groups = find_trace_fallbacks(FIX / "llama_block_cpu_trace.json")
     by = {g.name: g for g in groups}
     assert MODULE_GROUPS <= set(by), sorted(by)
-    assert by["rmsnorm"].calls == 2 and by["rmsnorm"].shapes[0]["arg0"] == [7, 64]
+    assert by["rms_norm"].calls == 2 and by["rms_norm"].shapes[0]["arg0"] == [7, 64]
     assert by["linear_mlp_down_proj"].shapes[0] == {"arg0": [7, 88], "arg1": [64, 88]}
     assert abs(sum(g.share for g in groups) - 1.0) < 0.01  # only glue (views, casts) outside groups
 
@@ -89,11 +89,30 @@ def test_gpu_trace_charges_kernels_to_their_ops():
     groups = {g.name: g for g in find_trace_fallbacks(FIX / "gpu_trace_min.json")}
     assert all(g.time_basis == "gpu" for g in groups.values())
     # pow by correlation -> runtime event -> op; mean by External id alone (no runtime event).
-    assert groups["rmsnorm"].time_us == pytest.approx(6 + 5 + 3)
+    assert groups["rms_norm"].time_us == pytest.approx(6 + 5 + 3)
     assert groups["linear"].time_us == pytest.approx(40)  # the GEMM under aten::linear -> aten::mm
     assert groups["aten_add"].kind == "aten" and groups["aten_add"].time_us == pytest.approx(4)
     total = 6 + 5 + 3 + 40 + 4 + 2  # the unattributed memcpy counts in the total, in no group
     assert groups["linear"].share == pytest.approx(40 / total)
+
+
+def test_trace_with_stack_module_ranges(tmp_path):
+    """A foreign trace recorded with with_stack=True names modules "nn.Module: <Class>_<n>"."""
+    def ev(name, cat, ts, dur, dims=(), types=()):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 3, "ts": ts, "dur": dur,
+                "args": {"Input Dims": list(dims), "Input type": list(types)}}
+    events = []
+    for i, t0 in enumerate((0.0, 200.0)):
+        events += [ev(f"nn.Module: LlamaRMSNorm_{i}", "python_function", t0, 100.0),
+                   ev("aten::pow", "cpu_op", t0 + 10, 20.0, [[3, 5], []], ["float", "Scalar"]),
+                   ev("aten::mul", "cpu_op", t0 + 40, 20.0, [[3, 5], [3, 1]], ["float", "float"])]
+    events.append(ev("aten::view", "cpu_op", 400.0, 5.0, [[3, 5], []], ["float", "ScalarList"]))
+    path = tmp_path / "stack.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    (g,) = find_trace_fallbacks(path)
+    assert g.name == "llama_rms_norm" and g.kind == "module" and g.calls == 2
+    assert g.modules == ["LlamaRMSNorm_0", "LlamaRMSNorm_1"] and g.ops == {"aten::pow": 2, "aten::mul": 2}
+    assert g.time_us == pytest.approx(80.0) and g.share == pytest.approx(80.0 / 85.0)  # the view is glue
 
 
 def test_trace_errors_are_one_line(tmp_path):
@@ -121,16 +140,16 @@ def test_parse_factory():
 def test_every_block_group_extracts_and_loads(extracted):
     out, by = extracted
     assert all(g.problem_dir and g.error is None for g in by.values()), {n: g.error for n, g in by.items()}
-    prob = load_problem(out / "rmsnorm")
+    prob = load_problem(out / "rms_norm")
     assert prob.kind == "opdir" and prob.category == "Normalization" and list(prob.small_shapes) == ["s0"]
     assert prob.shapes["0"].init_kwargs == {"eps": 1e-5}  # the module's config, for the kernel
     meta = prob.meta
     assert meta["outliers"]["exempt_inputs"] == ["weight"] and meta["cost"] == {"bytes": "auto"}
     assert meta["tolerance"] == {"atol": 1e-2, "rtol": 1.6e-2, "rel_norm": 5e-3}
-    assert meta["importance"] == pytest.approx(by["rmsnorm"].share)
-    weights = torch.load(out / "rmsnorm" / "weights.pt", weights_only=True)
+    assert meta["importance"] == pytest.approx(by["rms_norm"].share)
+    weights = torch.load(out / "rms_norm" / "weights.pt", weights_only=True)
     assert weights["w:weight"].dtype == torch.bfloat16 and weights["w:weight"].shape == (64,)
-    assert load_problem(out / "causal_gqattention").meta["outliers"]["band"] == "row"
+    assert load_problem(out / "causal_gq_attention").meta["outliers"]["band"] == "row"
     rope = json.loads((out / "rotary_embedding" / "shapes.json").read_text())["0"]["input_kwargs"]["inputs"]
     assert rope["positions"] == {"recorded": "c0:positions"}  # indices as recorded, never random
     assert "torch.ops.aten.add.Tensor" in (out / "aten_add_in_decoder_block" / "reference.py").read_text()
@@ -139,7 +158,7 @@ def test_every_block_group_extracts_and_loads(extracted):
 
 def test_large_token_count_gets_a_small_case(tmp_path):
     spec = f"{BLOCK}:tokens=40"
-    groups = [g for g in find_model_fallbacks(spec, "cpu", repeats=1) if g.name in ("rmsnorm", "rotary_embedding")]
+    groups = [g for g in find_model_fallbacks(spec, "cpu", repeats=1) if g.name in ("rms_norm", "rotary_embedding")]
     extract(groups, tmp_path, spec)
     for g in groups:
         assert g.problem_dir, g.error
@@ -155,7 +174,7 @@ def test_trace_groups_without_a_factory_extract_only_aten_ops(tmp_path):
     groups = find_trace_fallbacks(FIX / "llama_block_cpu_trace.json")
     extract(groups, tmp_path, None)
     by = {g.name: g for g in groups}
-    assert "factory" in by["rmsnorm"].error and by["rmsnorm"].problem_dir is None
+    assert "factory" in by["rms_norm"].error and by["rms_norm"].problem_dir is None
     assert by["aten_add_in_decoder_block"].problem_dir  # a traced ATen op rebuilds from its args
 
 
@@ -168,7 +187,7 @@ def test_extracted_ops_judged_by_aka_eval(extracted, library, tmp_path):
     for op, res in results.items():
         assert res.status == "pass", (op, res.reason)
         assert all(s.correct for s in res.shapes)
-    wrong = evaluate(ops_dir / "rmsnorm", KERNELS / "rmsnorm_wrong.py", shapes="all", config=EvalConfig(device="cpu"))
+    wrong = evaluate(ops_dir / "rms_norm", KERNELS / "rms_norm_wrong.py", shapes="all", config=EvalConfig(device="cpu"))
     assert wrong.status == "incorrect" and "outside" in wrong.reason
 
 
@@ -197,7 +216,7 @@ def test_apply_patches_the_block_and_it_still_matches(library, tmp_path):
     assert all(p["custom_op"].startswith("aka_convert::") for p in report["patched"])
     # The patched block no longer has the converted fallbacks; the others are still there.
     left = {g["name"] for g in report["remaining"]}
-    assert not left & set(CONVERTED) and {"causal_gqattention", "linear_mlp_down_proj"} <= left, left
+    assert not left & set(CONVERTED) and {"causal_gq_attention", "linear_mlp_down_proj"} <= left, left
 
 
 @pytest.mark.slow
@@ -206,8 +225,8 @@ def test_apply_check_catches_a_wrong_kernel_with_a_forged_pass(library, tmp_path
     block's check must fail (exit 1)."""
     lib, _ = library
     bad = tmp_path / "lib"
-    shutil.copytree(lib / "rmsnorm", bad / "rmsnorm")
-    shutil.copy(KERNELS / "rmsnorm_wrong.py", bad / "rmsnorm" / "kernel.py")
+    shutil.copytree(lib / "rms_norm", bad / "rms_norm")
+    shutil.copy(KERNELS / "rms_norm_wrong.py", bad / "rms_norm" / "kernel.py")
     rc, report, log = _apply_cli(bad, tmp_path / "report.json")
     assert rc == 1 and report["checked"] and report["ok"] is False and "outside" in report["reason"], log
 
@@ -229,11 +248,11 @@ def test_apply_in_a_process_without_the_interpreter_says_so(library_stub):
 def library_stub(extracted, tmp_path):
     """A library holding the honest RMSNorm kernel with a result.json saying pass (not judged)."""
     ops_dir, _ = extracted
-    d = tmp_path / "lib" / "rmsnorm"
+    d = tmp_path / "lib" / "rms_norm"
     d.mkdir(parents=True)
-    shutil.copy(KERNELS / "rmsnorm.py", d / "kernel.py")
+    shutil.copy(KERNELS / "rms_norm.py", d / "kernel.py")
     (d / "result.json").write_text(json.dumps({"status": "pass"}))
-    (d / "provenance.json").write_text(json.dumps({"problem_dir": str(ops_dir / "rmsnorm")}))
+    (d / "provenance.json").write_text(json.dumps({"problem_dir": str(ops_dir / "rms_norm")}))
     return d.parent
 
 
@@ -241,7 +260,7 @@ def test_apply_skips_what_it_cannot_use(extracted, tmp_path):
     from examples.llama_block import factory
     ops_dir, _ = extracted
     lib = tmp_path / "lib"
-    for op, status, prov in [("rmsnorm", "incorrect", True), ("aten_add_in_decoder_block", "pass", True),
+    for op, status, prov in [("rms_norm", "incorrect", True), ("aten_add_in_decoder_block", "pass", True),
                              ("silu_and_mul", "pass", False)]:
         (lib / op).mkdir(parents=True)
         (lib / op / "kernel.py").write_text("class ModelNew: pass\n")
@@ -249,7 +268,7 @@ def test_apply_skips_what_it_cannot_use(extracted, tmp_path):
         if prov:
             (lib / op / "provenance.json").write_text(json.dumps({"problem_dir": str(ops_dir / op)}))
     reasons = {e.op: e.reason for e in library_entries(lib)}
-    assert "status incorrect" in reasons["rmsnorm"] and "no meta.json" in reasons["silu_and_mul"]
+    assert "status incorrect" in reasons["rms_norm"] and "no meta.json" in reasons["silu_and_mul"]
     model, inputs = factory()
     report = apply(model, lib, check_inputs=inputs)
     skipped = {s["op"]: s["reason"] for s in report.skipped}
