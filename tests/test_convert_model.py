@@ -170,6 +170,19 @@ def test_large_token_count_gets_a_small_case(tmp_path):
     assert w["s0:positions"].tolist() == w["c0:positions"].tolist()[:SMALL_TOKENS]
 
 
+def test_in_place_module_with_positional_inputs(tmp_path):
+    spec = "tests.fixtures.convert.tiny_models:factory"
+    (g,) = find_model_fallbacks(spec, "cpu", repeats=1)
+    assert g.name == "cache_write" and g.cases[0]["mutates"] == ["cache"] and g.cases[0]["consts"] == {"scale": 3.0}
+    extract([g], tmp_path, spec)
+    assert g.problem_dir, g.error
+    prob = load_problem(g.problem_dir)
+    assert prob.meta["mutates"] == ["cache"] and prob.shapes["0"].init_kwargs == {"scale": 3.0}
+    assert prob.shapes["0"].input_kwargs["inputs"]["slot"] == {"recorded": "c0:slot"}
+    assert "def forward(self, cache: torch.Tensor, x: torch.Tensor, slot: torch.Tensor)" in \
+        (tmp_path / "cache_write" / "reference.py").read_text()
+
+
 def test_trace_groups_without_a_factory_extract_only_aten_ops(tmp_path):
     groups = find_trace_fallbacks(FIX / "llama_block_cpu_trace.json")
     extract(groups, tmp_path, None)

@@ -178,7 +178,10 @@ class _Op:
             return
         names = self.args + [n for n, _ in self.state]
         ret = "Tensor" if self.out_kind == "tensor" else "(" + ", ".join("Tensor" for _ in case["out"]["items"]) + ")"
-        schema = "(" + ", ".join(f"Tensor {n}" for n in names) + ") -> " + ret
+        mutated = list(case.get("mutates") or ())
+        # An explicit schema must mark what the op writes in place: Tensor(a!) x, Tensor(b!) y.
+        schema = "(" + ", ".join(f"Tensor({chr(97 + mutated.index(n))}!) {n}" if n in mutated else f"Tensor {n}"
+                                 for n in names) + ") -> " + ret
         opname = self.name
         reference = copy.deepcopy(template).to("meta")   # the unpatched forward, for shapes only
 
@@ -192,8 +195,7 @@ class _Op:
             st = {p: kw[n] for n, p in self.state}
             return functional_call(reference, st, (), {**{n: kw[n] for n in self.args}, **self.consts})
 
-        self.op = torch.library.custom_op(self.name, impl, mutates_args=tuple(case.get("mutates") or ()),
-                                          schema=schema)
+        self.op = torch.library.custom_op(self.name, impl, mutates_args=tuple(mutated), schema=schema)
         self.op.register_fake(fake)
         _CUSTOM_OPS[self.name] = {"op": self.op, "kernel": self.kernel, "counts": report.kernel_calls}
 
@@ -207,8 +209,13 @@ class _Op:
         import torch
         original = sub.forward
         sig = inspect.signature(original)
-        tensors = dict(list(sub.named_parameters()) + list(sub.named_buffers()))
         op, fell_back = self.op, self.report.original_calls
+
+        def state(name: str):  # looked up per call: a later load_state_dict or re-assignment counts
+            obj = sub
+            for part in name.split("."):
+                obj = getattr(obj, part)
+            return obj
 
         def forward(*args, **kwargs):
             bound = sig.bind(*args, **kwargs)
@@ -220,7 +227,7 @@ class _Op:
             if not ok:  # the kernel was verified for these dtypes, ranks and constants only
                 fell_back[self.entry.op] = fell_back.get(self.entry.op, 0) + 1
                 return original(*args, **kwargs)
-            return op(*[a[n] for n in self.args], *[tensors[p] for _, p in self.state])
+            return op(*[a[n] for n in self.args], *[state(p) for _, p in self.state])
 
         forward._aka_original = original
         sub.forward = forward
