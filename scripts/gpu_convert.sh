@@ -71,5 +71,6 @@ if [[ -d $W/ops ]]; then
   step "$W/apply.log" python -m aka.convert.apply "$FACTORY" --library "$W/library" --device cuda \
     --json "$W/apply.json" --remaining
 fi
-tar czf "$OUT/convert.tgz" -C "$OUT" convert
+# weights.pt holds the realistic block's recorded weights (~440 MB): it stays on the device.
+tar czf "$OUT/convert.tgz" --exclude=weights.pt -C "$OUT" convert
 echo "wrote $OUT/convert.tgz ($(( $(date +%s) - T0 )) s)"

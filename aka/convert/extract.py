@@ -86,9 +86,12 @@ _cache = {{}}
 
 def _module() -> nn.Module:
     if "m" not in _cache:
-        if _ROOT not in sys.path:
+        try:  # from the worker's path first (the repo on another machine), then where it was found
+            mod = importlib.import_module(_FACTORY[0])
+        except ImportError:
             sys.path.insert(0, _ROOT)
-        fn = getattr(importlib.import_module(_FACTORY[0]), _FACTORY[1])
+            mod = importlib.import_module(_FACTORY[0])
+        fn = getattr(mod, _FACTORY[1])
         kwargs = dict(_FACTORY[2])
         params = inspect.signature(fn).parameters
         if "device" in params or any(p.kind == p.VAR_KEYWORD for p in params.values()):
