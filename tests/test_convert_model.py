@@ -153,6 +153,8 @@ def test_every_block_group_extracts_and_loads(extracted):
     rope = json.loads((out / "rotary_embedding" / "shapes.json").read_text())["0"]["input_kwargs"]["inputs"]
     assert rope["positions"] == {"recorded": "c0:positions"}  # indices as recorded, never random
     assert "torch.ops.aten.add.Tensor" in (out / "aten_add_in_decoder_block" / "reference.py").read_text()
+    # The module's code is in the reference a proposer is shown, though it is imported to run.
+    assert "#       rstd = torch.rsqrt(" in (out / "rms_norm" / "reference.py").read_text()
     assert json.loads((out / "fallbacks.json").read_text())[0]["problem_dir"]
 
 

@@ -69,6 +69,7 @@ MODULE_REFERENCE = '''"""{name}: {cls} at {where}, from the model `{factory}`, e
 The reference is the model's own module: built by its factory, taken by path, and called
 through torch.func.functional_call with its parameters and buffers passed in as inputs.
 """
+{source}
 import importlib
 import inspect
 import sys
@@ -262,6 +263,7 @@ def _write_module(g: FallbackGroup, target: Path, live: _Live) -> None:
     for entry in list(shapes.values()) + list(small.values()):
         entry["init_kwargs"] = {**attrs, **entry["init_kwargs"]}
     text = MODULE_REFERENCE.format(
+        source=module_source(type(sub)),
         name=g.name, cls=g.module_class, where=", ".join(g.modules), factory=live.factory, root=live.root,
         fmod=fmod, ffn=ffn, fkwargs={k: v for k, v in live.kwargs.items() if k != "device"}, path=path, state=state,
         init_sig="".join(f", {k}: {type(v).__name__} = {v!r}" for k, v in {**attrs, **consts}.items()),
@@ -272,6 +274,28 @@ def _write_module(g: FallbackGroup, target: Path, live: _Live) -> None:
         args_expr="".join(f"{n!r}: {n}, " for n in arg_names))
     _write_common(g, target, text, shapes, small, exempt=list(state), mutates=case0.get("mutates") or [],
                   out_dtypes=_out_dtypes(case0.get("out")))
+
+
+def module_source(cls) -> str:
+    """The module class's code as comment lines, docstrings dropped: what reference.py runs is
+    imported, and a proposer shown this file must still see the semantics."""
+    import ast
+    import inspect
+    import textwrap
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError, SyntaxError):
+        return f"# (no source available for {cls.__module__}.{cls.__qualname__})"
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body \
+                and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    where = inspect.getsourcefile(cls) or cls.__module__
+    lines = [f"# The module's code ({cls.__module__}.{cls.__qualname__}, {Path(where).name}):"]
+    lines += [f"#   {ln}" if ln else "#" for ln in ast.unparse(tree).splitlines()]
+    return "\n".join(lines)
 
 
 def _bind(mod, args, kwargs) -> dict:
