@@ -154,7 +154,8 @@ def test_every_block_group_extracts_and_loads(extracted):
     assert rope["positions"] == {"recorded": "c0:positions"}  # indices as recorded, never random
     assert "torch.ops.aten.add.Tensor" in (out / "aten_add_in_decoder_block" / "reference.py").read_text()
     # The module's code is in the reference a proposer is shown, though it is imported to run.
-    assert "#       rstd = torch.rsqrt(" in (out / "rms_norm" / "reference.py").read_text()
+    ref_lines = (out / "rms_norm" / "reference.py").read_text().splitlines()
+    assert any(ln.startswith("#") and "rstd = torch.rsqrt(" in ln for ln in ref_lines)
     assert json.loads((out / "fallbacks.json").read_text())[0]["problem_dir"]
 
 
