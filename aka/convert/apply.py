@@ -115,11 +115,21 @@ def library_entries(library_dir: Path) -> list[_Entry]:
 
 
 def _ensure_interpreter(device: str) -> None:
-    """On CPU the kernels can only run in Triton's interpreter; fixed as the harness fixes it."""
-    if device == "cpu":
-        os.environ.setdefault("TRITON_INTERPRET", "1")
-        from aka.evaluate.interp_fix import install
-        install()
+    """On CPU the kernels can only run in Triton's interpreter, fixed as the harness fixes it.
+    The interpreter must be on before triton is imported (triton.language's own @jit functions,
+    tl.sum among them, are made interpretable at import), and torch.profiler imports triton: a
+    process that profiled first cannot switch it on any more, so it is told to start with it."""
+    if device != "cpu":
+        return
+    import sys
+    if "triton" not in sys.modules:
+        os.environ["TRITON_INTERPRET"] = "1"
+    import triton.language as tl
+    if type(tl.sum).__name__ != "InterpretedFunction":
+        raise ApplyError("on CPU the kernels run in Triton's interpreter, which must be on before triton is "
+                         "imported: set TRITON_INTERPRET=1 before starting Python (`aka convert apply` does)")
+    from aka.evaluate.interp_fix import install
+    install()
 
 
 def _model_device(model) -> str:
@@ -140,7 +150,7 @@ def _split_inputs(inputs) -> tuple[tuple, dict]:
 class _Op:
     """One library kernel as a custom op, shared by every module instance it patches."""
 
-    def __init__(self, entry: _Entry, template, report: PatchReport):
+    def __init__(self, entry: _Entry, template, report: PatchReport, device: str):
         import torch
         from aka.evaluate.loader import import_file
         from torch.func import functional_call
@@ -154,6 +164,7 @@ class _Op:
         self.out_kind = (case.get("out") or {}).get("kind", "tensor")
         self.dtypes = {n: t["dtype"] for n, t in case["tensors"].items()}
         self.ranks = {n: len(t["shape"]) for n, t in case["tensors"].items()}
+        _ensure_interpreter(device)
         src = (entry.root / "kernel.py").read_bytes()
         digest = hashlib.sha256(src + str(entry.root.resolve()).encode()).hexdigest()[:10]
         self.name = f"aka_convert::{entry.op}_{digest}"
@@ -167,7 +178,10 @@ class _Op:
             return
         names = self.args + [n for n, _ in self.state]
         ret = "Tensor" if self.out_kind == "tensor" else "(" + ", ".join("Tensor" for _ in case["out"]["items"]) + ")"
-        schema = "(" + ", ".join(f"Tensor {n}" for n in names) + ") -> " + ret
+        mutated = list(case.get("mutates") or ())
+        # An explicit schema must mark what the op writes in place: Tensor(a!) x, Tensor(b!) y.
+        schema = "(" + ", ".join(f"Tensor({chr(97 + mutated.index(n))}!) {n}" if n in mutated else f"Tensor {n}"
+                                 for n in names) + ") -> " + ret
         opname = self.name
         reference = copy.deepcopy(template).to("meta")   # the unpatched forward, for shapes only
 
@@ -181,8 +195,7 @@ class _Op:
             st = {p: kw[n] for n, p in self.state}
             return functional_call(reference, st, (), {**{n: kw[n] for n in self.args}, **self.consts})
 
-        self.op = torch.library.custom_op(self.name, impl, mutates_args=tuple(case.get("mutates") or ()),
-                                          schema=schema)
+        self.op = torch.library.custom_op(self.name, impl, mutates_args=tuple(mutated), schema=schema)
         self.op.register_fake(fake)
         _CUSTOM_OPS[self.name] = {"op": self.op, "kernel": self.kernel, "counts": report.kernel_calls}
 
@@ -196,8 +209,13 @@ class _Op:
         import torch
         original = sub.forward
         sig = inspect.signature(original)
-        tensors = dict(list(sub.named_parameters()) + list(sub.named_buffers()))
         op, fell_back = self.op, self.report.original_calls
+
+        def state(name: str):  # looked up per call: a later load_state_dict or re-assignment counts
+            obj = sub
+            for part in name.split("."):
+                obj = getattr(obj, part)
+            return obj
 
         def forward(*args, **kwargs):
             bound = sig.bind(*args, **kwargs)
@@ -209,7 +227,7 @@ class _Op:
             if not ok:  # the kernel was verified for these dtypes, ranks and constants only
                 fell_back[self.entry.op] = fell_back.get(self.entry.op, 0) + 1
                 return original(*args, **kwargs)
-            return op(*[a[n] for n in self.args], *[tensors[p] for _, p in self.state])
+            return op(*[a[n] for n in self.args], *[state(p) for _, p in self.state])
 
         forward._aka_original = original
         sub.forward = forward
@@ -232,7 +250,7 @@ def apply(model, library_dir: str | Path, *, check_inputs=None) -> "PatchReport"
     import torch
     report = PatchReport(library=str(library_dir))
     entries = library_entries(Path(library_dir))
-    _ensure_interpreter(_model_device(model))
+    device = _model_device(model)
     args, kwargs = _split_inputs(check_inputs) if check_inputs is not None else ((), {})
     ref = None
     if check_inputs is not None:
@@ -258,7 +276,7 @@ def apply(model, library_dir: str | Path, *, check_inputs=None) -> "PatchReport"
                                        "reason": f"the model has no {ex['module_class']} at {path!r}"})
                 continue
             if op is None:
-                op = _Op(e, sub, report)
+                op = _Op(e, sub, report, device)
             why = op.matches(sub)
             if why:
                 report.skipped.append({"op": e.op, "module": path, "reason": why})
@@ -317,6 +335,7 @@ def add_apply_parser(sub) -> None:
     p.add_argument("--library", required=True, help="kernel library directory (`aka convert` output)")
     p.add_argument("--device", default="cpu", help="device the factory builds the model on (default cpu)")
     p.add_argument("--json", default=None, help="write the PatchReport JSON here")
+    p.add_argument("--remaining", action="store_true", help="profile the patched model: the fallbacks left")
     p.set_defaults(func=cmd_apply)
 
 
@@ -324,6 +343,8 @@ def cmd_apply(args) -> int:
     """Exit 0 when the patched model passes the check, 1 when it does not, 2 on bad input."""
     from aka.errors import UserError
     from aka.convert.fallbacks import call_factory
+    if args.device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # before anything imports triton
     try:
         model, inputs, _ = call_factory(args.factory.removeprefix("model:"), args.device)
     except ValueError as e:  # a factory that does not import or returns the wrong thing
@@ -333,7 +354,34 @@ def cmd_apply(args) -> int:
     except ApplyError as e:
         raise UserError(str(e)) from None
     print(report.summary())
+    out = report.to_json()
+    if args.remaining:
+        from aka.convert.fallbacks import group, profile_model, table
+        trace, calls = profile_model(model, inputs, args.device, repeats=1)
+        names = {p: f"{type(m).__module__}.{type(m).__qualname__}" for p, m in model.named_modules()}
+        left = group(trace, f"patched:{args.factory}", 1, calls, names)
+        print("fallbacks left in the patched model:\n" + table(left))
+        out["remaining"] = [g.to_json() for g in left]
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(report.to_json(), indent=1))
+        Path(args.json).write_text(json.dumps(out, indent=1, default=str))
     return 0 if report.ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m aka.convert.apply FACTORY --library DIR ...`: the same command outside `aka`."""
+    import argparse
+    import sys
+    from aka.cli import UserError
+    parser = argparse.ArgumentParser(prog="python -m aka.convert")
+    add_apply_parser(parser.add_subparsers(dest="cmd", required=True))
+    args = parser.parse_args(["apply"] + list(sys.argv[1:] if argv is None else argv))
+    try:
+        return args.func(args)
+    except UserError as e:
+        print(f"aka: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -18,6 +18,7 @@ reproduces the module's output bit for bit, and that every case runs from input.
 """
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 from pathlib import Path
@@ -68,6 +69,7 @@ MODULE_REFERENCE = '''"""{name}: {cls} at {where}, from the model `{factory}`, e
 The reference is the model's own module: built by its factory, taken by path, and called
 through torch.func.functional_call with its parameters and buffers passed in as inputs.
 """
+{source}
 import importlib
 import inspect
 import sys
@@ -85,9 +87,12 @@ _cache = {{}}
 
 def _module() -> nn.Module:
     if "m" not in _cache:
-        if _ROOT not in sys.path:
+        try:  # from the worker's path first (the repo on another machine), then where it was found
+            mod = importlib.import_module(_FACTORY[0])
+        except ImportError:
             sys.path.insert(0, _ROOT)
-        fn = getattr(importlib.import_module(_FACTORY[0]), _FACTORY[1])
+            mod = importlib.import_module(_FACTORY[0])
+        fn = getattr(mod, _FACTORY[1])
         kwargs = dict(_FACTORY[2])
         params = inspect.signature(fn).parameters
         if "device" in params or any(p.kind == p.VAR_KEYWORD for p in params.values()):
@@ -169,6 +174,7 @@ class _Live:
         self.model, (args, kwargs), self.kwargs = call_factory(factory, "cpu")
         self.root = import_root(parse_factory(factory)[0])
         self.seen: dict[str, tuple] = {}
+        self.rebuilt = False  # has one extracted reference rebuilt the model through the factory
         handles = []
         for p, m in self.model.named_modules():
             handles.append(m.register_forward_pre_hook(self._pre(p), with_kwargs=True))
@@ -257,6 +263,7 @@ def _write_module(g: FallbackGroup, target: Path, live: _Live) -> None:
     for entry in list(shapes.values()) + list(small.values()):
         entry["init_kwargs"] = {**attrs, **entry["init_kwargs"]}
     text = MODULE_REFERENCE.format(
+        source=module_source(type(sub)),
         name=g.name, cls=g.module_class, where=", ".join(g.modules), factory=live.factory, root=live.root,
         fmod=fmod, ffn=ffn, fkwargs={k: v for k, v in live.kwargs.items() if k != "device"}, path=path, state=state,
         init_sig="".join(f", {k}: {type(v).__name__} = {v!r}" for k, v in {**attrs, **consts}.items()),
@@ -267,6 +274,28 @@ def _write_module(g: FallbackGroup, target: Path, live: _Live) -> None:
         args_expr="".join(f"{n!r}: {n}, " for n in arg_names))
     _write_common(g, target, text, shapes, small, exempt=list(state), mutates=case0.get("mutates") or [],
                   out_dtypes=_out_dtypes(case0.get("out")))
+
+
+def module_source(cls) -> str:
+    """The module class's code as comment lines, docstrings dropped: what reference.py runs is
+    imported, and a proposer shown this file must still see the semantics."""
+    import ast
+    import inspect
+    import textwrap
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError, SyntaxError):
+        return f"# (no source available for {cls.__module__}.{cls.__qualname__})"
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body \
+                and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    where = inspect.getsourcefile(cls) or cls.__module__
+    lines = [f"# The module's code ({cls.__module__}.{cls.__qualname__}, {Path(where).name}):"]
+    lines += [f"#   {ln}" if ln else "#" for ln in ast.unparse(tree).splitlines()]
+    return "\n".join(lines)
 
 
 def _bind(mod, args, kwargs) -> dict:
@@ -430,6 +459,11 @@ def validate(target: Path, g: FallbackGroup, live: _Live | None) -> None:
     from aka.problem import load_problem
     prob = load_problem(target)
     rt = ProblemRuntime(prob.worker_spec(), "cpu")
+    if g.kind == "module" and live is not None:
+        if live.rebuilt:  # the factory path of reference.py was shown once: skip the rebuild
+            # (a realistic block takes 5-30 s to build on CPU) and hand it the live submodule.
+            rt.ref_mod._cache["m"] = copy.deepcopy(live.model.get_submodule(g.cases[0]["path"])).to("meta")
+        live.rebuilt = True
     for s in prob.shapes.values():
         with torch.no_grad():
             call(rt.make_reference(s.to_json()), rt.make_inputs(s.to_json()))

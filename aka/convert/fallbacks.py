@@ -31,7 +31,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from aka.convert.trace import MODULE_MARK, Ev, Trace, TraceError, build, load_events, nearest_module
+from aka.convert.trace import MODULE_MARK, Ev, Trace, build, load_events, nearest_module
 from aka.evaluate.guards import GLUE_OPS
 
 
@@ -92,7 +92,7 @@ def parse_factory(spec: str) -> tuple[str, str, dict]:
 def call_factory(spec: str, device: str | None = None, extra_path: str | None = None):
     """Import and call the factory -> (model, example inputs as (args tuple, kwargs dict), kwargs used).
     `device` is passed when the factory takes a `device` parameter."""
-    mod_name, fn_name, kwargs = parse_factory(spec)
+    mod_name, fn_name, kwargs = parse_factory(spec.removeprefix("model:"))
     for p in (extra_path, str(Path.cwd())):
         if p and p not in sys.path:
             sys.path.insert(0, p)
@@ -268,11 +268,7 @@ def find_model_fallbacks(factory: str, device: str = "cpu", repeats: int = 3,
 def find_trace_fallbacks(trace_path: str | Path) -> list[FallbackGroup]:
     """Fallback groups of a torch.profiler Chrome trace (CPU or GPU; with module ranges when
     the trace has them: ours, or with_stack's "nn.Module: ..." ranges)."""
-    try:
-        trace = build(load_events(trace_path))
-    except TraceError:
-        raise
-    return group(trace, f"trace:{trace_path}", 1, {}, {})
+    return group(build(load_events(trace_path)), f"trace:{trace_path}", 1, {}, {})
 
 
 # -- grouping ---------------------------------------------------------------------------------
@@ -300,7 +296,7 @@ def group(trace: Trace, source: str, repeats: int, calls: dict, cls_names: dict)
                 not_leaf.add(p.module()[0])
             p = p.parent
     groups: dict[tuple, dict] = {}
-    for i in own_compute:
+    for i in sorted(own_compute, key=lambda i: modranges[i].ts):  # trace order: the first instance first
         rng = modranges[i]
         path, cls, k = rng.module()
         ops = by_call[i]
@@ -399,7 +395,10 @@ def _add_aten(groups, trace, op, where, cls):
 
 
 def _slug(text: str) -> str:
-    s = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", text.split(".")[-1].replace("aten::", "aten_"))
+    """Class or op name -> snake case: RMSNorm -> rms_norm, SiluAndMul -> silu_and_mul (the
+    bundled benchmark's names, so the offline proposer finds the knowledge base's kernels)."""
+    s = text.split(".")[-1].replace("aten::", "aten_")
+    s = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", s)
     return re.sub(r"[^a-z0-9_]+", "_", s.lower()).strip("_") or "op"
 
 
@@ -408,6 +407,8 @@ def _finish(groups: dict, source: str, repeats: int, total: float, basis: str) -
     ranked = sorted(groups.values(), key=lambda g: -g["time"])
     bases = [_slug(g["cls"]) + (f"_in_{_slug(g['context'])}" if g.get("context") else "") for g in ranked]
     for g, base in zip(ranked, bases):
+        if basis == "gpu" and g["time"] == 0:  # launched no kernel (CPU tensors): no GPU fallback
+            continue
         if bases.count(base) > 1 and g["kind"] == "module" and g["modules"]:
             base = f"{base}_{_slug(g['modules'][0].replace('.', '_'))}"  # linear_mlp_down_proj
         used[base] = used.get(base, 0) + 1
@@ -435,5 +436,5 @@ def table(groups: list[FallbackGroup], limit: int | None = None) -> str:
     covered = sum(g.share for g in groups)
     basis = groups[0].time_basis.upper() if groups else "CPU"
     rows.append(f"    {100 * covered:6.2f}% of {basis} time in {len(groups)} fallback groups "
-                "(the rest: glue ops outside them)")
+                "(the rest: glue ops, and on GPU kernels no op could be found for)")
     return "\n".join(rows)
