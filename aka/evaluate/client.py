@@ -32,6 +32,25 @@ class RunnerClient:
         self.chan = mine
         self.violations: list[str] = []
 
+    def wait_ready(self, beat, limit_s: float = 600.0) -> dict:
+        """The runner's start-up (interpreter, torch, the confinement) is the harness's time, not
+        the candidate's: `beat` keeps the parent's idle watchdog fed until the runner says it is ready."""
+        import select
+        import time
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < limit_s:
+            ready, _, _ = select.select([self.chan.fileno()], [], [], 2.0)
+            if ready:
+                try:
+                    msg, fds = self.chan.recv(max_fds=0)
+                except (ChannelClosed, OSError) as e:
+                    raise StageFailure("crashed", self.death(f"runner failed to start: {e}"), "import") from None
+                return msg
+            if self.proc.poll() is not None:
+                raise StageFailure("crashed", self.death("runner failed to start"), "import")
+            beat()
+        raise StageFailure("timeout", f"runner did not start within {limit_s:.0f} s", "import")
+
     def request(self, op: str, stage: str, arena: Arena | None = None, **kw) -> dict:
         """One command; a runner that died or broke the protocol is a crash of the candidate's."""
         fds = list(arena.fds) if arena is not None else []

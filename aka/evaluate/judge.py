@@ -128,9 +128,11 @@ class Judge:
 
     # -- stages ---------------------------------------------------------------------------------
     def stage_import(self) -> None:
+        self.progress("runner_start")
+        self.client = self.client_factory(self)
+        self.client.wait_ready(lambda: self.progress("runner_start"))
         self.progress("import")
         t0 = time.perf_counter()
-        self.client = self.client_factory(self)
         r = self.client.request("import", "import", path=self.spec.candidate, model_class=self.spec.model_class,
                                 kernels=list(self.spec.kernels), kind=self.spec.problem.get("kind"))
         if not r.get("ok"):

@@ -222,6 +222,7 @@ def serve(chan: Channel, device: str, violations: list, arm) -> None:
     if device.startswith("cuda"):
         from aka.evaluate.runner_timing import timing_handlers
         handlers.update(timing_handlers(state, sync))
+    send({"ok": True, "ready": True, "uid": os.getuid()})  # start-up done: what follows is the candidate's time
     while True:
         try:
             msg, fds = recv()
