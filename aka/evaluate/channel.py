@@ -12,7 +12,8 @@ Tensors cross by reference, not by copy through the socket:
     torch.multiprocessing does it) and opened by the runner; other CUDA memory of the judge stays
     in the judge's context, out of the runner's reach.
 
-Standard library and torch only: the runner imports this module.
+Standard library and torch only: the runner imports this module. torch is imported where tensors
+are made, not at the top, so the judge can start its runner before paying for torch's import.
 """
 from __future__ import annotations
 
@@ -21,8 +22,6 @@ import json
 import mmap
 import os
 import socket
-
-import torch
 
 MAX_MSG = 1 << 20   # a datagram; messages are small (samples, evidence), tensors never travel inline
 
@@ -86,6 +85,7 @@ class Channel:
 
 
 def _jsonable(x):
+    import torch
     if isinstance(x, float):
         return x
     if isinstance(x, (bytes, bytearray)):
@@ -97,7 +97,8 @@ def _jsonable(x):
 
 # -- shared tensors -----------------------------------------------------------------------------
 
-def _dtype(name: str) -> torch.dtype:
+def _dtype(name: str):
+    import torch
     dt = getattr(torch, name.replace("torch.", ""), None)
     if not isinstance(dt, torch.dtype):
         raise ValueError(f"unknown dtype {name!r}")
@@ -123,7 +124,8 @@ class Arena:
         self.fds: list[int] = []
         self._keep: list = []
 
-    def empty(self, shape, dtype: torch.dtype, stride=None) -> tuple[torch.Tensor, dict]:
+    def empty(self, shape, dtype, stride=None) -> tuple:
+        import torch
         shape = tuple(int(s) for s in shape)
         if stride is None or any(s == 0 for s in stride) or any(s < 0 for s in stride):
             stride = _contiguous_stride(shape)
@@ -148,7 +150,8 @@ class Arena:
         self.fds.append(fd)
         return t, desc
 
-    def share(self, t: torch.Tensor) -> tuple[torch.Tensor, dict]:
+    def share(self, t) -> tuple:
+        import torch
         out, desc = self.empty(t.shape, t.dtype, t.stride())
         with torch.no_grad():
             out.copy_(t)
@@ -156,6 +159,7 @@ class Arena:
 
     def share_tree(self, values: dict) -> tuple[dict, dict]:
         """{name: tensor | JSON value} -> (judge-side shared copies, descriptors)."""
+        import torch
         shared, descs = {}, {}
         for k, v in values.items():
             if isinstance(v, torch.Tensor):
@@ -182,7 +186,7 @@ def _contiguous_stride(shape) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-def _cuda_ipc(t: torch.Tensor) -> dict:
+def _cuda_ipc(t) -> dict:
     """Export a CUDA tensor with torch's own IPC reduction (what torch.multiprocessing sends), so
     the runner rebuilds it with torch's own code: its cache of opened handles (a handle opened twice
     in one process is an error) and its reference counters, which keep the judge's block alive while
@@ -203,6 +207,7 @@ def _unb64(x):
 
 def open_tensor(desc: dict, fds: list[int], keep: list) -> object:
     """Runner side: a descriptor (and the message's fds) back to a tensor on the judge's memory."""
+    import torch
     kind = desc.get("kind")
     if kind == "value":
         return desc.get("value")

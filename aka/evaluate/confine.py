@@ -91,6 +91,17 @@ def confine_prefix(writable: list[str], hidden: list[str], device: str, user: st
     return prefix, info
 
 
+def early_runner(spec_path: str):
+    """The judge's first act, before it imports torch: read the spec and start the runner, so the
+    two interpreters start side by side (each import of torch is seconds on a busy host).
+    Returns (spec, client or None for a baselines-only evaluation)."""
+    with open(spec_path) as f:
+        spec = EvalSpec.loads(f.read())
+    if spec.mode != "candidate":
+        return spec, None
+    return spec, runner_factory(spec, os.path.dirname(spec_path))(None)
+
+
 def runner_factory(spec: EvalSpec, judge_dir: str):
     """A callable the judge calls once, at the import stage, to start its runner."""
     def start(judge) -> RunnerClient:

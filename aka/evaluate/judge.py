@@ -19,9 +19,14 @@ from __future__ import annotations
 import os
 import sys
 
-if __name__ == "__main__":  # die with the parent, before the seconds torch takes to import
+if __name__ == "__main__":  # die with the parent and start the runner, before torch's import
     from aka.evaluate.deathwatch import die_with_parent
     die_with_parent("AKA_PARENT_PID")
+    try:
+        from aka.evaluate.confine import early_runner
+        _EARLY = early_runner(sys.argv[1])
+    except Exception:  # noqa: BLE001 - main() starts it the slow way and reports what fails
+        _EARLY = None
 
 import json  # noqa: E402
 import threading  # noqa: E402
@@ -476,10 +481,16 @@ def main(argv: list[str]) -> int:
             chan.write(line)
             chan.flush()
 
-    with open(spec_path) as f:
-        spec = EvalSpec.loads(f.read())
+    early = globals().get("_EARLY")
+    if early is not None:
+        spec, client = early
+        factory = (lambda judge: client) if client is not None else runner_factory(spec, os.path.dirname(spec_path))
+    else:
+        with open(spec_path) as f:
+            spec = EvalSpec.loads(f.read())
+        factory = runner_factory(spec, os.path.dirname(spec_path))
     try:
-        res = Judge(spec, emit, runner_factory(spec, os.path.dirname(spec_path))).run()
+        res = Judge(spec, emit, factory).run()
     except BaseException as e:  # noqa: BLE001 - a harness bug: say so, don't hide it
         res = EvalResult(status="crashed", reason=trim(f"judge error: {type(e).__name__}: {e}\n"
                                                        + traceback.format_exc(), 20, 2000),
