@@ -26,15 +26,21 @@ def add_parser(sub) -> None:
     q.add_argument("--category", default=None, help="only chunks of this category (e.g. Normalization)")
     q.add_argument("--technique", default=None, help="only chunks listing this technique")
     q.add_argument("--hardware", default=None, help="only chunks for this GPU (or for any GPU), e.g. H200")
+    q.add_argument("--device", default=None,
+                   help="the GPU in hand (e.g. H200): its notes rank first among GPU-specific ones when the "
+                        "question names no GPU")
     q.add_argument("--exclude-op", default=None, help="leave out every chunk whose ops include OP (leave-one-out)")
     q.add_argument("--mode", default=None, choices=["hybrid", "embedding", "lexical"], help="ranker")
     q.add_argument("--chunks", action="store_true", help="show every chunk, not one per note")
     q.add_argument("--text", dest="show_text", action="store_true", help="print the chunk texts under the table")
     q.set_defaults(func=cmd_query)
 
-    e = ks.add_parser("eval", help="recall@5 and MRR of the three rankers on the labelled queries")
+    e = ks.add_parser("eval", help="recall@5, MRR and top-1 of the three rankers on the labelled queries")
     common(e)
-    e.add_argument("--queries", default=None, help="labelled queries (default: knowledge_base/queries.yaml)")
+    e.add_argument("--queries", default=None, help="tuning queries (default: knowledge_base/queries.yaml)")
+    e.add_argument("--heldout", default=None,
+                   help="held-out queries, reported apart (default: knowledge_base/heldout_queries.yaml "
+                        "when it exists; '-' for none)")
     e.add_argument("--out", default=None, help="report path (default: knowledge_base/EVAL.md; '-' for none)")
     e.add_argument("-k", type=int, default=5)
     e.add_argument("--show", action="store_true", help="print each query's top k")
@@ -135,7 +141,7 @@ def cmd_query(args) -> int:
     f = Filters(layer=args.layer, op=args.op, category=args.category, technique=args.technique,
                 hardware=args.hardware, exclude_op=args.exclude_op)
     mode = args.mode or DEFAULT_MODE
-    res = ix.search(" ".join(args.text), mode=mode, filters=f)
+    res = ix.search(" ".join(args.text), mode=mode, filters=f, device=args.device)
     rows = res[: args.k] if args.chunks else one_per_doc(res, args.k)
     t = Table(title=f"{mode}: {' '.join(args.text)}")
     for col in ("rank", "id", "section", "layer", "score", "emb", "lex"):
@@ -161,25 +167,40 @@ def cmd_eval(args) -> int:
     ix = _index(args)
     rep = ix.build()
     console.print(rep.line())
-    queries = evalset.load_queries(args.queries)
-    results = evalset.run(ix, queries, k=args.k)
-    t = Table(title=f"{len(queries)} queries")
-    for col in ("ranker", f"recall@{args.k}", "MRR"):
-        t.add_column(col)
-    for r in results:
-        t.add_row(r.mode + (" (default)" if r.mode == DEFAULT_MODE else ""), f"{r.recall:.3f}", f"{r.mrr:.3f}")
-    console.print(t)
-    if args.show:
-        for r in results:
-            console.rule(r.mode)
-            for p in r.per_query:
-                mark = "ok " if p["recall"] == 1 else "MISS"
-                console.print(f"{mark} {p['q'][:70]!r} -> {', '.join(p['top'])}", markup=False, highlight=False)
+    sets = [evalset.QuerySet("tuning", _shown(args.queries or evalset.DEFAULT_QUERIES),
+                             evalset.load_queries(args.queries))]
+    held = None if args.heldout == "-" else Path(args.heldout) if args.heldout else evalset.DEFAULT_HELDOUT
+    if held is not None and (args.heldout or held.exists()):
+        if not held.exists():
+            from aka.cli import UserError
+            raise UserError(f"no held-out query file at {held}")
+        sets.append(evalset.QuerySet("held-out", _shown(held), evalset.load_queries(held)))
+    for qs in sets:
+        qs.results = evalset.run(ix, qs.queries, k=args.k)
+        t = Table(title=f"{qs.name}: {len(qs.queries)} queries ({qs.source})")
+        for col in ("ranker", f"recall@{args.k}", "MRR", "top-1"):
+            t.add_column(col)
+        for r in qs.results:
+            t.add_row(r.mode + (" (default)" if r.mode == DEFAULT_MODE else ""), f"{r.recall:.3f}", f"{r.mrr:.3f}",
+                      f"{r.top1:.3f}")
+        console.print(t)
+        if args.show:
+            for r in qs.results:
+                console.rule(f"{qs.name}: {r.mode}")
+                for p in r.per_query:
+                    mark = "ok  " if p["recall"] == 1 and p["top1"] else "MISS"
+                    console.print(f"{mark} {p['q'][:70]!r} -> {', '.join(p['top'])}", markup=False, highlight=False)
     if args.out != "-":
-        out = evalset.write_report(args.out or evalset.DEFAULT_REPORT, results, queries, evalset.kb_counts(ix),
+        out = evalset.write_report(args.out or evalset.DEFAULT_REPORT, sets, evalset.kb_counts(ix),
                                    model_name(), args.k, default_mode=DEFAULT_MODE)
         console.print(f"wrote {out}")
     return 0
+
+
+def _shown(path) -> str:
+    from aka.problem import REPO_ROOT
+    p = Path(path).resolve()
+    return str(p.relative_to(REPO_ROOT)) if p.is_relative_to(REPO_ROOT) else str(p)
 
 
 def cmd_stats(args) -> int:
