@@ -10,8 +10,11 @@ the comparison on the labelled queries; DEFAULT_MODE follows it.
 GPU-specific notes (a `hardware` list without `any`) share headings and layout (figures table,
 ridge points, bytes in flight), so by text alone a question about the H200 found the B200 and L40S
 notes first (issue 20). The ranker reads the GPUs a query names (or, when it names none, the
-device in hand) and scales the scores of GPU-specific chunks: dedicated to a named GPU x
-HW_MATCH, written for other GPUs only x HW_OTHER; notes for any GPU are left alone.
+device in hand) and scales the scores of GPU-specific chunks: written for other GPUs only x
+HW_OTHER; dedicated to GPUs the query names by name (H200, not Hopper) x HW_MATCH. A family name
+or compute capability (Hopper, sm_90) only demotes: "TMA on Hopper" is a question about TMA, and
+boosting the H100 note for it put that note above triton/tensor-descriptors-tma. Notes for any
+GPU are left alone.
 """
 from __future__ import annotations
 
@@ -47,21 +50,27 @@ _GPU_RE = {g: re.compile(r"\b(?:" + "|".join(w) + r")\b", re.I) for g, w in GPU_
 _FAMILY_RE = re.compile(r"\b(" + "|".join(FAMILIES) + r")\b", re.I)
 
 
+def gpu_mentions(text: str) -> tuple[set[str], set[str]]:
+    """(GPUs named by name, GPUs implied by a family name) among those the hardware notes cover."""
+    named = {g for g, rx in _GPU_RE.items() if rx.search(text)}
+    implied = {g for m in _FAMILY_RE.finditer(text) for g in FAMILIES[m.group(1).lower()]}
+    return named, implied - named
+
+
 def named_gpus(text: str) -> set[str]:
-    """The GPUs of the hardware notes that a query names (a family name names all its members)."""
-    out = {g for g, rx in _GPU_RE.items() if rx.search(text)}
-    for m in _FAMILY_RE.finditer(text):
-        out.update(FAMILIES[m.group(1).lower()])
-    return out
+    """Every GPU a query names or implies (a family name names all its members)."""
+    named, implied = gpu_mentions(text)
+    return named | implied
 
 
-def hardware_factor(meta: dict, named: set[str]) -> float:
+def hardware_factor(meta: dict, named: set[str], implied: frozenset[str] | set[str] = frozenset()) -> float:
     hw = set(meta_list(meta, "hardware"))
-    if not named or not hw or "any" in hw:
+    wanted = named | implied
+    if not wanted or not hw or "any" in hw:
         return 1.0
-    if not hw & named:
+    if not hw & wanted:
         return HW_OTHER
-    return HW_MATCH if hw <= named else 1.0
+    return HW_MATCH if named and hw <= named else 1.0
 
 
 def default_cache_dir() -> Path:
@@ -280,10 +289,12 @@ class KBIndex:
             for r, (cid, s) in enumerate(ranked, 1):
                 ranks.setdefault(cid, {})[name] = r
                 scores[cid] = scores.get(cid, 0.0) + (1.0 / (RRF_K + r) if mode == "hybrid" else s)
-        named = named_gpus(query) or named_gpus(device or "")
-        if named:
+        named, implied = gpu_mentions(query)
+        if not (named or implied):
+            named, implied = gpu_mentions(device or "")
+        if named or implied:
             for cid in scores:
-                f = hardware_factor(by_id[cid][0], named) if cid in by_id else 1.0
+                f = hardware_factor(by_id[cid][0], named, implied) if cid in by_id else 1.0
                 scores[cid] = scores[cid] * f if scores[cid] >= 0 else scores[cid] / f
         order = sorted(scores, key=lambda c: (-scores[c], c))
         return [Scored(c, scores[c], by_id[c][0], by_id[c][1], ranks[c]) for c in order if c in by_id]
