@@ -286,6 +286,9 @@ def test_real_knowledge_base_parses():
     docs = {c.doc_id for c in chunks}
     assert {"ops/rms_norm", "patterns/online-softmax", "triton/tl-dot", "hardware/h200"} <= docs
     assert all(c.text.startswith("## ") for c in chunks)
+    notes = {p for p in kb_files(REPO / "knowledge_base") if p.suffix == ".md"}
+    parsed = {REPO / "knowledge_base" / c.path for c in chunks}
+    assert sorted(str(p) for p in notes - parsed) == []  # a front-matter error drops a note silently
     assert {c.layer for c in chunks} == {"hardware", "triton", "patterns", "ops", "kernels"}
 
 
