@@ -163,20 +163,23 @@ def cmd_eval(args) -> int:
 
     from aka.kb import evalset
     from aka.kb.index import DEFAULT_MODE, model_name
+    from aka.cli import UserError
     console = _console()
-    ix = _index(args)
-    rep = ix.build()
-    console.print(rep.line())
-    sets = [evalset.QuerySet("tuning", _shown(args.queries or evalset.DEFAULT_QUERIES),
-                             evalset.load_queries(args.queries))]
     held = None if args.heldout == "-" else Path(args.heldout) if args.heldout else evalset.DEFAULT_HELDOUT
-    if held is not None and (args.heldout or held.exists()):
-        if not held.exists():
-            from aka.cli import UserError
-            raise UserError(f"no held-out query file at {held}")
-        sets.append(evalset.QuerySet("held-out", _shown(held), evalset.load_queries(held)))
+    if held is not None and args.heldout and not held.exists():
+        raise UserError(f"no held-out query file at {held}")
+    try:  # a bad query file or label: one line, exit 2 (queries are read before the slow build)
+        sets = [evalset.QuerySet("tuning", _shown(args.queries or evalset.DEFAULT_QUERIES),
+                                 evalset.load_queries(args.queries))]
+        if held is not None and held.exists():
+            sets.append(evalset.QuerySet("held-out", _shown(held), evalset.load_queries(held)))
+        ix = _index(args)
+        console.print(ix.build().line())
+        for qs in sets:
+            qs.results = evalset.run(ix, qs.queries, k=args.k)
+    except (ValueError, OSError) as e:
+        raise UserError(str(e)) from None
     for qs in sets:
-        qs.results = evalset.run(ix, qs.queries, k=args.k)
         t = Table(title=f"{qs.name}: {len(qs.queries)} queries ({qs.source})")
         for col in ("ranker", f"recall@{args.k}", "MRR", "top-1"):
             t.add_column(col)
