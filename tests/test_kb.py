@@ -493,13 +493,14 @@ def test_hardware_notes_rank_by_the_gpu_the_query_names(tmp_path):
     assert named_gpus("no wgmma on sm_80 (Ampere)") == {"A100"} and named_gpus("adam optimizer state") == set()
     assert named_gpus("GH200 vs B200") == {"H200", "B200"} and named_gpus("on Hopper") == {"H100", "H200"}
     from aka.kb.index import HW_MATCH, HW_OTHER, gpu_mentions, hardware_factor
-    hw = {g: {"hardware": f",{g},"} for g in ("H100", "H200", "B200")}
+    hw = {g: {"hardware": f",{g},", "layer": "hardware"} for g in ("H100", "H200", "B200")}
     fam = gpu_mentions("TMA descriptors on Hopper")
     assert fam == (set(), {"H100", "H200"})  # a family name only demotes the other GPUs' notes
     assert [hardware_factor(hw[g], *fam) for g in ("H100", "H200", "B200")] == [1.0, 1.0, HW_OTHER]
     exact = gpu_mentions("H200 ridge point")
     assert [hardware_factor(hw[g], *exact) for g in ("H100", "H200", "B200")] == [HW_OTHER, HW_MATCH, HW_OTHER]
-    assert hardware_factor({"hardware": ",H100,H200,B200,"}, *exact) == 1.0  # written for several GPUs
+    assert hardware_factor({"hardware": ",H100,H200,B200,", "layer": "hardware"}, *exact) == 1.0  # several GPUs
+    assert hardware_factor({"hardware": ",H200,", "layer": "ops"}, *gpu_mentions("B200 fp8 GEMM")) == 1.0  # playbooks
 
 
 def test_eval_report_has_tuning_and_heldout_sections(tmp_path):

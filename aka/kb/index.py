@@ -7,11 +7,14 @@ one collection per knowledge-base root. Ranking: embedding (Chroma nearest neigh
 (BM25, aka/kb/bm25.py) or hybrid (reciprocal rank fusion of both). knowledge_base/EVAL.md holds
 the comparison on the labelled queries; DEFAULT_MODE follows it.
 
-GPU-specific notes (a `hardware` list without `any`) share headings and layout (figures table,
-ridge points, bytes in flight), so by text alone a question about the H200 found the B200 and L40S
-notes first (issue 20). The ranker reads the GPUs a query names (or, when it names none, the
-device in hand) and scales the scores of GPU-specific chunks: written for other GPUs only x
-HW_OTHER; dedicated to GPUs the query names by name (H200, not Hopper) x HW_MATCH. A family name
+The per-GPU hardware notes (layer `hardware`, a `hardware` list without `any`) share headings and
+layout (figures table, ridge points, bytes in flight), so by text alone a question about the H200
+found the B200 and L40S notes first (issue 20). The ranker reads the GPUs a query names (or, when
+it names none, the device in hand) and scales the scores of GPU-specific hardware chunks: written
+for other GPUs only x HW_OTHER; dedicated to GPUs the query names by name (H200, not Hopper) x
+HW_MATCH. Other layers keep their scores: ten op playbooks list `[H200]` because their figures
+were measured there, and boosting them put ops/fp8_per_token_group_quant first for a question on
+warp specialisation "on the H200". A family name
 or compute capability (Hopper, sm_90) only demotes: "TMA on Hopper" is a question about TMA, and
 boosting the H100 note for it put that note above triton/tensor-descriptors-tma. Notes for any
 GPU are left alone.
@@ -66,7 +69,7 @@ def named_gpus(text: str) -> set[str]:
 def hardware_factor(meta: dict, named: set[str], implied: frozenset[str] | set[str] = frozenset()) -> float:
     hw = set(meta_list(meta, "hardware"))
     wanted = named | implied
-    if not wanted or not hw or "any" in hw:
+    if meta.get("layer") != "hardware" or not wanted or not hw or "any" in hw:
         return 1.0
     if not hw & wanted:
         return HW_OTHER
