@@ -39,8 +39,8 @@ def add_parser(sub) -> None:
     common(e)
     e.add_argument("--queries", default=None, help="tuning queries (default: knowledge_base/queries.yaml)")
     e.add_argument("--heldout", default=None,
-                   help="held-out queries, reported apart (default: knowledge_base/heldout_queries.yaml "
-                        "when it exists; '-' for none)")
+                   help="held-out queries, reported apart (default: heldout_queries.yaml in the knowledge-base "
+                        "root when it exists; '-' for none)")
     e.add_argument("--out", default=None, help="report path (default: knowledge_base/EVAL.md; '-' for none)")
     e.add_argument("-k", type=int, default=5)
     e.add_argument("--show", action="store_true", help="print each query's top k")
@@ -165,7 +165,9 @@ def cmd_eval(args) -> int:
     from aka.kb.index import DEFAULT_MODE, model_name
     from aka.cli import UserError
     console = _console()
-    held = None if args.heldout == "-" else Path(args.heldout) if args.heldout else evalset.DEFAULT_HELDOUT
+    # the default held-out file is the base's own (knowledge_base/heldout_queries.yaml for ours)
+    held = None if args.heldout == "-" else Path(args.heldout) if args.heldout else \
+        _root(args) / evalset.DEFAULT_HELDOUT.name
     if held is not None and args.heldout and not held.exists():
         raise UserError(f"no held-out query file at {held}")
     try:  # a bad query file or label: one line, exit 2 (queries are read before the slow build)
