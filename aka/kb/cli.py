@@ -26,15 +26,21 @@ def add_parser(sub) -> None:
     q.add_argument("--category", default=None, help="only chunks of this category (e.g. Normalization)")
     q.add_argument("--technique", default=None, help="only chunks listing this technique")
     q.add_argument("--hardware", default=None, help="only chunks for this GPU (or for any GPU), e.g. H200")
+    q.add_argument("--device", default=None,
+                   help="the GPU in hand (e.g. H200): its notes rank first among GPU-specific ones when the "
+                        "question names no GPU")
     q.add_argument("--exclude-op", default=None, help="leave out every chunk whose ops include OP (leave-one-out)")
     q.add_argument("--mode", default=None, choices=["hybrid", "embedding", "lexical"], help="ranker")
     q.add_argument("--chunks", action="store_true", help="show every chunk, not one per note")
     q.add_argument("--text", dest="show_text", action="store_true", help="print the chunk texts under the table")
     q.set_defaults(func=cmd_query)
 
-    e = ks.add_parser("eval", help="recall@5 and MRR of the three rankers on the labelled queries")
+    e = ks.add_parser("eval", help="recall@5, MRR and top-1 of the three rankers on the labelled queries")
     common(e)
-    e.add_argument("--queries", default=None, help="labelled queries (default: knowledge_base/queries.yaml)")
+    e.add_argument("--queries", default=None, help="tuning queries (default: knowledge_base/queries.yaml)")
+    e.add_argument("--heldout", default=None,
+                   help="held-out queries, reported apart (default: heldout_queries.yaml in the knowledge-base "
+                        "root when it exists; '-' for none)")
     e.add_argument("--out", default=None,
                    help="also write the markdown report here (the committed one: --out knowledge_base/EVAL.md); "
                         "default: print only, so a trial run never rewrites a tracked file")
@@ -137,7 +143,7 @@ def cmd_query(args) -> int:
     f = Filters(layer=args.layer, op=args.op, category=args.category, technique=args.technique,
                 hardware=args.hardware, exclude_op=args.exclude_op)
     mode = args.mode or DEFAULT_MODE
-    res = ix.search(" ".join(args.text), mode=mode, filters=f)
+    res = ix.search(" ".join(args.text), mode=mode, filters=f, device=args.device)
     rows = res[: args.k] if args.chunks else one_per_doc(res, args.k)
     from aka.console import key_column, print_table
     t = Table(title=f"{mode}: {' '.join(args.text)}")
@@ -162,32 +168,52 @@ def cmd_eval(args) -> int:
 
     from aka.kb import evalset
     from aka.kb.index import DEFAULT_MODE, model_name
+    from aka.cli import UserError
     console = _console()
-    ix = _index(args)
-    rep = ix.build()
-    console.print(rep.line())
-    queries = evalset.load_queries(args.queries)
-    results = evalset.run(ix, queries, k=args.k)
-    t = Table(title=f"{len(queries)} queries")
-    for col in ("ranker", f"recall@{args.k}", "MRR"):
-        t.add_column(col)
-    for r in results:
-        t.add_row(r.mode + (" (default)" if r.mode == DEFAULT_MODE else ""), f"{r.recall:.3f}", f"{r.mrr:.3f}")
-    console.print(t)
-    if args.show:
-        for r in results:
-            console.rule(r.mode)
-            for p in r.per_query:
-                mark = "ok " if p["recall"] == 1 else "MISS"
-                console.print(f"{mark} {p['q'][:70]!r} -> {', '.join(p['top'])}", markup=False, highlight=False)
+    # the default held-out file is the base's own (knowledge_base/heldout_queries.yaml for ours)
+    held = None if args.heldout == "-" else Path(args.heldout) if args.heldout else \
+        _root(args) / evalset.DEFAULT_HELDOUT.name
+    if held is not None and args.heldout and not held.exists():
+        raise UserError(f"no held-out query file at {held}")
+    try:  # a bad query file or label: one line, exit 2 (queries are read before the slow build)
+        sets = [evalset.QuerySet("tuning", _shown(args.queries or evalset.DEFAULT_QUERIES),
+                                 evalset.load_queries(args.queries))]
+        if held is not None and held.exists():
+            sets.append(evalset.QuerySet("held-out", _shown(held), evalset.load_queries(held)))
+        ix = _index(args)
+        console.print(ix.build().line())
+        for qs in sets:
+            qs.results = evalset.run(ix, qs.queries, k=args.k)
+    except (ValueError, OSError) as e:
+        raise UserError(str(e)) from None
+    for qs in sets:
+        t = Table(title=f"{qs.name}: {len(qs.queries)} queries ({qs.source})")
+        for col in ("ranker", f"recall@{args.k}", "MRR", "top-1"):
+            t.add_column(col)
+        for r in qs.results:
+            t.add_row(r.mode + (" (default)" if r.mode == DEFAULT_MODE else ""), f"{r.recall:.3f}", f"{r.mrr:.3f}",
+                      f"{r.top1:.3f}")
+        console.print(t)
+        if args.show:
+            for r in qs.results:
+                console.rule(f"{qs.name}: {r.mode}")
+                for p in r.per_query:
+                    mark = "ok  " if p["recall"] == 1 and p["top1"] else "MISS"
+                    console.print(f"{mark} {p['q'][:70]!r} -> {', '.join(p['top'])}", markup=False, highlight=False)
     if args.out not in (None, "-"):
-        out = evalset.write_report(args.out, results, queries, evalset.kb_counts(ix),
+        out = evalset.write_report(args.out, sets, evalset.kb_counts(ix),
                                    model_name(), args.k, default_mode=DEFAULT_MODE)
         console.print(f"wrote {out}")
     else:
         console.print(f"[dim]not written: --out {evalset.DEFAULT_REPORT.relative_to(evalset.REPO_ROOT)} "
                       "updates the committed report[/]")
     return 0
+
+
+def _shown(path) -> str:
+    from aka.problem import REPO_ROOT
+    p = Path(path).resolve()
+    return str(p.relative_to(REPO_ROOT)) if p.is_relative_to(REPO_ROOT) else str(p)
 
 
 def cmd_stats(args) -> int:

@@ -1,8 +1,12 @@
-"""Retrieval quality on the labelled queries (knowledge_base/queries.yaml): recall@k and MRR.
+"""Retrieval quality on labelled queries: recall@k, MRR and top-1.
 
+Two sets, reported apart: knowledge_base/queries.yaml is the tuning set (written beside the notes
+and used while changing them and the ranker); knowledge_base/heldout_queries.yaml, when present,
+is held out (written by someone who saw the notes but not the tuning set, and never tuned against).
 Per query, the ranking is at note/kernel level (a note ranks where its best chunk ranks):
   recall@k = |relevant ∩ top k| / |relevant|          (averaged over queries)
   MRR      = mean of 1 / rank of the first relevant id (0 when none is ranked at all)
+  top-1    = fraction of queries whose first result is relevant
 Queries are run without filters: this measures the rankers, not the op boost of retrieve().
 """
 from __future__ import annotations
@@ -17,6 +21,7 @@ import yaml
 from aka.problem import REPO_ROOT
 
 DEFAULT_QUERIES = REPO_ROOT / "knowledge_base" / "queries.yaml"
+DEFAULT_HELDOUT = REPO_ROOT / "knowledge_base" / "heldout_queries.yaml"
 DEFAULT_REPORT = REPO_ROOT / "knowledge_base" / "EVAL.md"
 
 
@@ -32,7 +37,16 @@ class ModeResult:
     mode: str
     recall: float
     mrr: float
+    top1: float = 0.0
     per_query: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class QuerySet:
+    name: str                 # "tuning" or "held-out"
+    source: str               # the file, relative to the repo where possible
+    queries: list[Query]
+    results: list[ModeResult] = field(default_factory=list)
 
 
 def load_queries(path: str | Path | None = None) -> list[Query]:
@@ -59,13 +73,18 @@ def reciprocal_rank(ranked: list[str], relevant: list[str]) -> float:
     return 0.0
 
 
-def score(rankings: list[list[str]], queries: list[Query], k: int = 5) -> tuple[float, float]:
-    """(mean recall@k, MRR) of one ranking per query."""
+def top_is_relevant(ranked: list[str], relevant: list[str]) -> float:
+    return 1.0 if ranked and ranked[0] in set(relevant) else 0.0
+
+
+def score(rankings: list[list[str]], queries: list[Query], k: int = 5) -> tuple[float, float, float]:
+    """(mean recall@k, MRR, top-1) of one ranking per query."""
     if not queries:
-        return 0.0, 0.0
+        return 0.0, 0.0, 0.0
     r = [recall_at(rk, q.relevant, k) for rk, q in zip(rankings, queries)]
     m = [reciprocal_rank(rk, q.relevant) for rk, q in zip(rankings, queries)]
-    return sum(r) / len(r), sum(m) / len(m)
+    t = [top_is_relevant(rk, q.relevant) for rk, q in zip(rankings, queries)]
+    return sum(r) / len(r), sum(m) / len(m), sum(t) / len(t)
 
 
 def check_labels(queries: list[Query], known: set[str]) -> list[str]:
@@ -81,10 +100,11 @@ def run(index, queries: list[Query], modes=("embedding", "lexical", "hybrid"), k
     out = []
     for mode in modes:
         ranks = [doc_ranking(index.search(q.q, mode=mode)) for q in queries]
-        rec, mrr = score(ranks, queries, k)
+        rec, mrr, top1 = score(ranks, queries, k)
         per = [{"q": q.q, "relevant": q.relevant, "top": rk[:k], "recall": recall_at(rk, q.relevant, k),
-                "rr": reciprocal_rank(rk, q.relevant)} for q, rk in zip(queries, ranks)]
-        out.append(ModeResult(mode, rec, mrr, per))
+                "rr": reciprocal_rank(rk, q.relevant), "top1": top_is_relevant(rk, q.relevant)}
+               for q, rk in zip(queries, ranks)]
+        out.append(ModeResult(mode, rec, mrr, top1, per))
     return out
 
 
@@ -99,11 +119,9 @@ def paired(a: ModeResult, b: ModeResult, key: str, sign: int) -> int:
     return sum((x[key] - y[key]) * sign > 1e-12 for x, y in zip(a.per_query, b.per_query))
 
 
-def write_report(path: str | Path, results: list[ModeResult], queries: list[Query], counts: dict, model: str,
-                 k: int = 5, default_mode: str = "") -> Path:
-    best = max(results, key=lambda r: (r.recall, r.mrr))
-    layers = Counter(d.split("/")[0] for q in queries for d in q.relevant)
-    kinds = Counter(q.kind for q in queries)
+def write_report(path: str | Path, sets: list[QuerySet], counts: dict, model: str, k: int = 5,
+                 default_mode: str = "") -> Path:
+    """EVAL.md: one section per query set (tuning first, then held-out), each with its own table."""
     lines = [
         "# Knowledge-base retrieval: evaluation",
         "",
@@ -112,27 +130,49 @@ def write_report(path: str | Path, results: list[ModeResult], queries: list[Quer
         f"- Model: {model}, cosine similarity, Chroma PersistentClient.",
         f"- Base: {counts['documents']} documents ({', '.join(f'{l} {n}' for l, n in counts['by_layer'].items())}), "
         f"{counts['chunks']} chunks.",
-        f"- Queries: {len(queries)} ({', '.join(f'{n} {kd}' for kd, n in sorted(kinds.items()))}) from "
-        f"knowledge_base/queries.yaml; relevant ids by layer: "
-        f"{', '.join(f'{l} {n}' for l, n in sorted(layers.items()))}.",
-        "- Ranking at note/kernel level (a note ranks where its best chunk ranks), no filters.",
+        "- Ranking at note/kernel level (a note ranks where its best chunk ranks), no filters. top-1: the "
+        "fraction of queries whose first result is relevant.",
     ]
-    lines += ["", f"| ranker | recall@{k} | MRR |", "|---|---|---|"]
-    lines += [f"| {r.mode} | {r.recall:.3f} | {r.mrr:.3f} |" for r in results]
-    note = f"; the default ranker is `{default_mode}`." if default_mode else "."
-    lines += ["", f"Best on this set: **{best.mode}**{note}", ""]
+    if default_mode:
+        lines.append(f"- The default ranker is `{default_mode}`.")
+    for qs in sets:
+        lines += [""] + _set_section(qs, k)
+    Path(path).write_text("\n".join(lines) + "\n")
+    return Path(path)
+
+
+def _set_section(qs: QuerySet, k: int) -> list[str]:
+    results, queries = qs.results, qs.queries
+    best = max(results, key=lambda r: (r.recall, r.mrr, r.top1))
+    layers = Counter(d.split("/")[0] for q in queries for d in q.relevant)
+    kinds = Counter(q.kind for q in queries)
+    labels = sum(len(q.relevant) for q in queries) / max(len(queries), 1)
+    lines = [
+        f"## {qs.name.capitalize()} set: {qs.source}",
+        "",
+        f"- Queries: {len(queries)} ({', '.join(f'{n} {kd}' for kd, n in sorted(kinds.items()))}), "
+        f"{labels:.2f} relevant ids each; relevant ids by layer: "
+        f"{', '.join(f'{l} {n}' for l, n in sorted(layers.items()))}.",
+    ]
+    if qs.name != "tuning":
+        lines.append("- Held out: written by a helper who saw the notes but not the tuning set; the figures "
+                     "below are as they fell on the first run, and nothing was tuned against this set.")
+    lines += ["", f"| ranker | recall@{k} | MRR | top-1 |", "|---|---|---|---|"]
+    lines += [f"| {r.mode} | {r.recall:.3f} | {r.mrr:.3f} | {r.top1:.3f} |" for r in results]
+    lines += ["", f"Best on this set: **{best.mode}**.", ""]
     for r in results:
         if r is not best:
             lines.append(f"- {best.mode} vs {r.mode}, per query: reciprocal rank better on "
                          f"{paired(best, r, 'rr', 1)}, worse on {paired(best, r, 'rr', -1)}; recall@{k} better on "
                          f"{paired(best, r, 'recall', 1)}, worse on {paired(best, r, 'recall', -1)} "
                          f"(ties elsewhere, of {len(queries)}).")
-    lines += ["", f"## Queries the {best.mode} ranker does not fully answer (recall@{k} < 1)", ""]
-    misses = [p for p in best.per_query if p["recall"] < 1.0]
+    lines += ["", f"### {qs.name.capitalize()} queries the {best.mode} ranker does not fully answer "
+              f"(recall@{k} < 1 or a first result that is not relevant)", ""]
+    misses = [p for p in best.per_query if p["recall"] < 1.0 or not p["top1"]]
     for p in misses:
         missing = [d for d in p["relevant"] if d not in p["top"]]
-        lines.append(f"- \"{p['q']}\": missing {', '.join(missing)}; top {k}: {', '.join(p['top'])}")
+        what = f"missing {', '.join(missing)}" if missing else "first result not relevant"
+        lines.append(f"- \"{p['q']}\": {what}; top {k}: {', '.join(p['top'])}")
     if not misses:
         lines.append("- none")
-    Path(path).write_text("\n".join(lines) + "\n")
-    return Path(path)
+    return lines

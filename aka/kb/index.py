@@ -6,17 +6,30 @@ Storage: an embedded `chromadb.PersistentClient` under `$AKA_CACHE_DIR/kb` (or ~
 one collection per knowledge-base root. Ranking: embedding (Chroma nearest neighbours), lexical
 (BM25, aka/kb/bm25.py) or hybrid (reciprocal rank fusion of both). knowledge_base/EVAL.md holds
 the comparison on the labelled queries; DEFAULT_MODE follows it.
+
+The per-GPU hardware notes (layer `hardware`, a `hardware` list without `any`) share headings and
+layout (figures table, ridge points, bytes in flight), so by text alone a question about the H200
+found the B200 and L40S notes first (issue 20). The ranker reads the GPUs a query names (or, when
+it names none, the device in hand) and scales the scores of GPU-specific hardware chunks: written
+for other GPUs only x HW_OTHER; dedicated to GPUs the query names by name (H200, not Hopper) x
+HW_MATCH. Other layers keep their scores: ten op playbooks list `[H200]` because their figures
+were measured there, and boosting them put ops/fp8_per_token_group_quant first for a question on
+warp specialisation "on the H200". A family name
+or compute capability (Hopper, sm_90) only demotes: "TMA on Hopper" is a question about TMA, and
+boosting the H100 note for it put that note above triton/tensor-descriptors-tma. Notes for any
+GPU are left alone.
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from aka.kb.bm25 import BM25, tokenize
-from aka.kb.chunks import FLAG_PREFIX, load_chunks, norm_technique, search_text
+from aka.kb.chunks import FLAG_PREFIX, load_chunks, meta_list, norm_technique, search_text
 from aka.problem import REPO_ROOT
 
 MODES = ("hybrid", "embedding", "lexical")
@@ -24,6 +37,43 @@ DEFAULT_MODE = "hybrid"        # knowledge_base/EVAL.md: hybrid has the best rec
 RRF_K = 60                     # Cormack, Clarke & Buettcher 2009 (SIGIR), the constant of their RRF
 EMB_DEPTH = 300                # nearest neighbours fused; the tail past this never reaches a top 10
 DEFAULT_KB = REPO_ROOT / "knowledge_base"
+HW_MATCH, HW_OTHER = 1.5, 0.4
+
+# Names, code names and compute capabilities a query may use for the GPUs the notes cover.
+GPU_WORDS = {
+    "H200": [r"h200", r"gh200"],
+    "H100": [r"h100", r"h800", r"h100[- ]?sxm5?"],
+    "A100": [r"a100", r"a800", r"ampere", r"sm_?80", r"ga100"],
+    "L40S": [r"l40s?", r"ada(?: lovelace)?", r"sm_?89", r"ad102"],
+    "B200": [r"b200", r"b100", r"gb200", r"blackwell", r"sm_?100a?"],
+}
+FAMILIES = {"hopper": ("H100", "H200"), "sm_90": ("H100", "H200"), "sm90": ("H100", "H200"),
+            "sm_90a": ("H100", "H200"), "gh100": ("H100", "H200")}
+_GPU_RE = {g: re.compile(r"\b(?:" + "|".join(w) + r")\b", re.I) for g, w in GPU_WORDS.items()}
+_FAMILY_RE = re.compile(r"\b(" + "|".join(FAMILIES) + r")\b", re.I)
+
+
+def gpu_mentions(text: str) -> tuple[set[str], set[str]]:
+    """(GPUs named by name, GPUs implied by a family name) among those the hardware notes cover."""
+    named = {g for g, rx in _GPU_RE.items() if rx.search(text)}
+    implied = {g for m in _FAMILY_RE.finditer(text) for g in FAMILIES[m.group(1).lower()]}
+    return named, implied - named
+
+
+def named_gpus(text: str) -> set[str]:
+    """Every GPU a query names or implies (a family name names all its members)."""
+    named, implied = gpu_mentions(text)
+    return named | implied
+
+
+def hardware_factor(meta: dict, named: set[str], implied: frozenset[str] | set[str] = frozenset()) -> float:
+    hw = set(meta_list(meta, "hardware"))
+    wanted = named | implied
+    if meta.get("layer") != "hardware" or not wanted or not hw or "any" in hw:
+        return 1.0
+    if not hw & wanted:
+        return HW_OTHER
+    return HW_MATCH if named and hw <= named else 1.0
 
 
 def default_cache_dir() -> Path:
@@ -220,8 +270,10 @@ class KBIndex:
         mask = None if allowed is None else {n for n, i in enumerate(ids) if i in allowed}
         return [(ids[n], s) for n, s in bm.rank(tokenize(query), mask)]
 
-    def search(self, query: str, *, mode: str | None = None, filters: Filters | None = None) -> list[Scored]:
-        """Every matching chunk the ranker scores, best first."""
+    def search(self, query: str, *, mode: str | None = None, filters: Filters | None = None,
+               device: str | None = None) -> list[Scored]:
+        """Every matching chunk the ranker scores, best first. `device` (e.g. "H200"): the GPU in
+        hand, preferred among GPU-specific notes when the query names no GPU itself."""
         mode = mode or DEFAULT_MODE
         if mode not in MODES:
             raise ValueError(f"unknown ranking mode {mode!r} (one of {', '.join(MODES)})")
@@ -240,6 +292,13 @@ class KBIndex:
             for r, (cid, s) in enumerate(ranked, 1):
                 ranks.setdefault(cid, {})[name] = r
                 scores[cid] = scores.get(cid, 0.0) + (1.0 / (RRF_K + r) if mode == "hybrid" else s)
+        named, implied = gpu_mentions(query)
+        if not (named or implied):
+            named, implied = gpu_mentions(device or "")
+        if named or implied:
+            for cid in scores:
+                f = hardware_factor(by_id[cid][0], named, implied) if cid in by_id else 1.0
+                scores[cid] = scores[cid] * f if scores[cid] >= 0 else scores[cid] / f
         order = sorted(scores, key=lambda c: (-scores[c], c))
         return [Scored(c, scores[c], by_id[c][0], by_id[c][1], ranks[c]) for c in order if c in by_id]
 
