@@ -92,11 +92,11 @@ def _fp8_split(q_ptr, kc_ptr, vc_ptr, ks_ptr, vs_ptr, bt_ptr, len_ptr, o_ptr, po
                      mask=tmask[:, None] & dmask[None, :], other=0.0)
         vsc = tl.load(vs_ptr + page * s_vxb + slot * s_vxs + g * s_vxh, mask=tmask, other=0.0)
         pv = p * vsc[None, :]
-        hi = pv.to(tl.bfloat16)
+        pv_hi = pv.to(tl.bfloat16)
         vb = v8.to(tl.bfloat16)
-        acc = acc * alpha[:, None] + tl.dot(hi, vb)
+        acc = acc * alpha[:, None] + tl.dot(pv_hi, vb)
         if PV_HILO:
-            acc += tl.dot((pv - hi.to(tl.float32)).to(tl.bfloat16), vb)
+            acc += tl.dot((pv - pv_hi.to(tl.float32)).to(tl.bfloat16), vb)
         m_i = m_new
     out = acc / l_i[:, None]
     if DIRECT:
