@@ -147,17 +147,21 @@ def test_weights_from_measured_times_refuse_a_partial_run(tmp_path, capsys):
     """`aka bench weigh --times RUN` on a run that timed only some operators (a device call cut
     off by its deadline) must not rewrite the weights with zero for the rest; a run covering every
     operator is accepted, and its times move the weights."""
+    import yaml
+
     from aka.cli import main
     suite = load_suite()
+    stated = yaml.safe_load((REPO_ROOT / "bench/workloads/serving_mix.yaml").read_text()).get("stated") or {}
+    derived = [p for p in suite.problems if p.name not in stated]
     run = tmp_path / "run"
     run.mkdir()
     some = [dict(impl="reference", op=p.name, shape=s.id, device="cuda", correct=True, time_us=10.0)
-            for p in suite.problems[:2] for s in p.shapes.values()]
+            for p in derived[:2] for s in p.shapes.values()]
     (run / "records.jsonl").write_text("\n".join(json.dumps(r) for r in some) + "\n")
     args = ["bench", "weigh", "--workload", str(REPO_ROOT / "bench/workloads/serving_mix.yaml"), "--times", str(run),
             "--out", str(tmp_path / "w.json")]
     assert main(args) == 2
-    assert "2 of 30 operators" in capsys.readouterr().err and not (tmp_path / "w.json").exists()
+    assert f"2 of {len(derived)} operators" in capsys.readouterr().err and not (tmp_path / "w.json").exists()
     got = []
     for slow in (1.0, 10.0):
         every = [dict(impl="reference", op=p.name, shape=s.id, device="cuda", correct=True,
@@ -168,3 +172,38 @@ def test_weights_from_measured_times_refuse_a_partial_run(tmp_path, capsys):
         got.append(json.loads((tmp_path / "w.json").read_text())["weights"])
     assert all(math.isclose(sum(w.values()), 1.0) for w in got)
     assert got[1]["rms_norm"] > 2 * got[0]["rms_norm"] > 0
+
+
+def test_stated_weights_are_kept_and_the_derived_share_the_rest(tmp_path):
+    """An operator of the workload's `stated:` section gets exactly its weight, with no times
+    needed; the derived operators keep their proportions within 1 - sum(stated); a stated
+    operator that an architecture also calls, or one without a reason, is refused."""
+    import yaml
+
+    from aka.bench import weigh
+    suite = load_suite()
+    wl = yaml.safe_load((REPO_ROOT / "bench/workloads/serving_mix.yaml").read_text())
+    path = tmp_path / "wl.yaml"
+    path.write_text(yaml.safe_dump(wl))
+    w, summary = weigh.weights_from_workload(suite, path, None)
+    stated = {op: e["weight"] for op, e in wl["stated"].items()}
+    assert stated and all(math.isclose(w[op], v) for op, v in stated.items())
+    assert set(summary["stated"]) == set(stated)
+    assert math.isclose(sum(w.values()), 1.0)
+    # Doubling one stated weight leaves the derived operators' ratios unchanged.
+    op = next(iter(stated))
+    wl2 = yaml.safe_load(path.read_text())
+    wl2["stated"][op]["weight"] = 2 * stated[op]
+    path2 = tmp_path / "wl2.yaml"
+    path2.write_text(yaml.safe_dump(wl2))
+    w2, _ = weigh.weights_from_workload(suite, path2, None)
+    assert math.isclose(w2[op], 2 * stated[op])
+    assert math.isclose(w2["rms_norm"] / w2["gemm_bf16"], w["rms_norm"] / w["gemm_bf16"], rel_tol=1e-9)
+    for bad in ({"rms_norm": {"weight": 0.01, "why": "called by every architecture"}},
+                {op: {"weight": 0.01}}, {"no_such_op": {"weight": 0.01, "why": "x"}}):
+        wl3 = yaml.safe_load(path.read_text())
+        wl3["stated"] = bad
+        path3 = tmp_path / "wl3.yaml"
+        path3.write_text(yaml.safe_dump(wl3))
+        with pytest.raises(ValueError):
+            weigh.weights_from_workload(suite, path3, None)

@@ -144,6 +144,8 @@ def cmd_weigh(args) -> int:
             return 2
         inputs = [Path(args.workload)] + ([Path(args.times) / "records.jsonl"] if args.times else [])
         method = f"workload: {Path(args.workload).name}; per-shape times {summary['times']}"
+        if summary.get("stated"):
+            method += f"; stated weights (the workload's reasons) for {', '.join(summary['stated'])}"
     command = "aka bench weigh " + (f"--trace {weigh._rel(Path(args.trace))} --rules {weigh._rel(Path(args.rules))}"
                                     if args.trace else f"--workload {weigh._rel(Path(args.workload))}"
                                     + (f" --times {weigh._rel(Path(args.times))}" if args.times else ""))

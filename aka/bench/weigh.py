@@ -11,6 +11,9 @@
    those of the entry's `like` model). Times come from a benchmark run's records
    (`--times RUN_DIR`, the fastest correct implementation per shape) or, without one, from the
    roofline floor on the workload's GPU — an estimate, and the provenance says which.
+   Operators no architecture of the mix runs (training kernels, variants the mix's models do not
+   use) take a weight stated in the workload's `stated:` section with its reason; the derived
+   weights share what is left, and stated operators need no times.
 
 Either way the result is written with its provenance to bench/weights.json (or --out), which
 `aka bench list/run` read. Re-weighting the suite for your own serving mix is one command.
@@ -56,8 +59,9 @@ def weights_from_trace(trace_path: Path, rules_path: Path) -> tuple[dict[str, fl
     return _normalise(per_op), summary
 
 
-def _shape_times(suite: Suite, times_dir: Path | None, gpu: str) -> tuple[dict, str]:
-    """(op, shape) -> time in us: measured (fastest correct impl) or the roofline floor."""
+def _shape_times(suite: Suite, times_dir: Path | None, gpu: str, stated: frozenset = frozenset()) -> tuple[dict, str]:
+    """(op, shape) -> time in us: measured (fastest correct impl) or the roofline floor.
+    Operators with a stated weight need no times."""
     if times_dir is not None:
         from aka.bench.run import load_records
         best: dict[tuple[str, str], float] = {}
@@ -65,12 +69,13 @@ def _shape_times(suite: Suite, times_dir: Path | None, gpu: str) -> tuple[dict, 
             if r.get("correct") and r.get("time_us") and not r.get("impossible"):
                 k = (r["op"], r["shape"])
                 best[k] = min(best.get(k, float("inf")), r["time_us"])
-        missing = sorted({p.name for p in suite.problems} - {op for op, _ in best})
+        derived = [p.name for p in suite.problems if p.name not in stated]
+        missing = sorted(set(derived) - {op for op, _ in best})
         if missing:
             # A partial run (a device call cut off by its deadline) would give every operator it
             # has not reached a weight of zero and rewrite the suite's weights with that.
-            raise ValueError(f"{times_dir} has correct timings for {len(suite.problems) - len(missing)} of "
-                             f"{len(suite.problems)} operators (none for: {', '.join(missing)}); weights from "
+            raise ValueError(f"{times_dir} has correct timings for {len(derived) - len(missing)} of "
+                             f"{len(derived)} operators (none for: {', '.join(missing)}); weights from "
                              "it would give those zero weight. Finish the run (`aka bench run` resumes) first")
         return best, f"measured: fastest correct implementation per shape in {_rel(times_dir)}"
     from aka.hardware import match_spec
@@ -126,7 +131,8 @@ def weights_from_workload(suite: Suite, workload_path: Path, times_dir: Path | N
         if entry["arch"] not in wl["architectures"]:
             raise ValueError(f"{workload_path}: mix entry {entry['model']} {entry['phase']} names unknown "
                              f"architecture {entry['arch']!r}")
-    times, time_source = _shape_times(suite, times_dir, wl.get("gpu", "H200 SXM 141GB"))
+    stated = _stated(wl, names, workload_path)
+    times, time_source = _shape_times(suite, times_dir, wl.get("gpu", "H200 SXM 141GB"), frozenset(stated))
     by_mp: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for p in suite.problems:
         for s in p.shapes.values():
@@ -158,7 +164,32 @@ def weights_from_workload(suite: Suite, workload_path: Path, times_dir: Path | N
         detail.append({"model": model, "phase": phase, "share": share, "step_us": total,
                        "op_us": op_t, "ops_without_shapes": missing}
                       | ({"shapes_of": proxied} if proxied else {}))
-    return _normalise(weights), {"times": time_source, "per_model_phase": detail}
+    rest = 1.0 - sum(w for w, _ in stated.values())
+    out = {op: rest * w for op, w in _normalise(weights).items()} | {op: w for op, (w, _) in stated.items()}
+    summary = {"times": time_source, "per_model_phase": detail}
+    if stated:
+        summary["stated"] = {op: {"weight": w, "why": why} for op, (w, why) in sorted(stated.items())}
+    return dict(sorted(out.items())), summary
+
+
+def _stated(wl: dict, names: set[str], workload_path: Path) -> dict[str, tuple[float, str]]:
+    """The workload's `stated:` weights ({op: {weight, why}}), checked: suite operators that no
+    architecture calls (one weight per operator), each with its reason, summing under 1."""
+    raw = wl.get("stated") or {}
+    called = {op for calls in wl["architectures"].values() for op in calls}
+    out = {}
+    for op, entry in raw.items():
+        if op not in names:
+            raise ValueError(f"{workload_path}: stated weight for {op}, not an operator of the suite")
+        if op in called:
+            raise ValueError(f"{workload_path}: {op} has a stated weight and is also called by an architecture")
+        w, why = (entry or {}).get("weight"), (entry or {}).get("why")
+        if not isinstance(w, (int, float)) or not 0 < w < 1 or not why:
+            raise ValueError(f"{workload_path}: stated weight for {op} needs a weight in (0, 1) and a why")
+        out[op] = (float(w), str(why))
+    if sum(w for w, _ in out.values()) >= 1:
+        raise ValueError(f"{workload_path}: stated weights sum to 1 or more")
+    return out
 
 
 def _normalise(d: dict[str, float]) -> dict[str, float]:
