@@ -23,8 +23,10 @@ ASK_FIX = "No kernel passes yet. Fix what failed, or start over with a simpler c
 
 
 class LLMProposer:
-    def __init__(self, llm, renderer: PromptRenderer, cfg: LLMConfig, *, store=None, target_gpu: str = ""):
+    def __init__(self, llm, renderer: PromptRenderer, cfg: LLMConfig, *, store=None, target_gpu: str = "",
+                 independent: bool = False):
         self.llm = llm
+        self.independent = independent  # best-of-N: every round a fresh conversation (no feedback)
         self.renderer = renderer
         self.cfg = cfg
         self.store = store
@@ -92,6 +94,8 @@ class LLMProposer:
 
     def propose(self, ctx: RoundContext, n: int) -> list[Proposal]:
         system = self.renderer.render("system.j2")
+        if self.independent:
+            self._pending_fresh = True
         user, fresh = self.build_user_message(ctx)
         messages = self._conversation(user, fresh)
         self._pending_fresh = False
