@@ -142,6 +142,8 @@ def compose(path: Path, _seen: tuple = ()) -> tuple[dict, list[str]]:
     unknown = sorted(set(data) - set(TOP_KEYS))
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {unknown} (valid: {', '.join(TOP_KEYS)})")
+    if data.get("scripted_replies"):  # relative to the file that names it, whichever file extends it
+        data["scripted_replies"] = str((path.parent / str(data["scripted_replies"])).resolve())
     files = []
     if data.get("extends"):
         base, files = compose(path.parent / str(data["extends"]), _seen + (path,))
@@ -228,9 +230,6 @@ def load_exp(path: str | Path) -> ExpConfig:
                    seeds=[int(s) for s in data["seeds"]], arms=_arms(data), budget=budget, optimize=optimize,
                    executor=dict(data.get("executor") or {}), scripted_replies=data.get("scripted_replies"),
                    out_dir=data.get("out_dir"), files=files, raw=data)
-    if ex.scripted_replies:
-        p = Path(ex.scripted_replies)
-        ex.scripted_replies = str(p if p.is_absolute() else Path(files[-1]).parent / p)
     check_distinct(ex)
     return ex
 
