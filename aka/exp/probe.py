@@ -80,7 +80,7 @@ def check_arms(ex, overrides: list | None = None, device: str | None = None, pro
                         and views[op][a.name] == views[op][b.name]:
                     raise HollowArm(f"arms {a.name} and {b.name} (retrieval {a.retrieval} vs {b.retrieval}) give "
                                     f"{op}'s proposer the same round-1 view: retrieval changes nothing there")
-        progress(f"probe {op}: {len(ex.arms)} arms, retrieval arms differ in round 1")
+        progress(f"probe {op}: {len(set(views[op].values()))} distinct round-1 views over {len(ex.arms)} arms")
     return views
 
 
