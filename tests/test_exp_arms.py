@@ -194,3 +194,14 @@ def test_configs_compose_and_settings_that_change_nothing_are_errors(tmp_path):
                                                      "arms": {"bon": None}}))
     with pytest.raises(HollowArm, match="never reached"):  # patience 3 in 3 rounds: no dropout ever
         check_arms(short, device="cpu", progress=lambda m: None)
+
+
+def test_cli_errors_are_one_line_and_exit_2(tmp_path, capsys):
+    from aka.cli import main
+    assert main(["exp", "run", str(tmp_path / "missing.yaml")]) == 2
+    assert main(["exp", "run", _write(tmp_path, "bad.yaml", {"name": "b", "operators": ["rms_norm"], "seeds": [0],
+                                                            "budget": {"rounds": 2}, "arms": {"only": {}}})]) == 2
+    assert main(["exp", "report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and all(e.startswith("aka: error: ") for e in err)
+    assert "not found" in err[0] and "at least two arms" in err[1] and "no table.csv" in err[2]
