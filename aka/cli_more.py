@@ -16,6 +16,9 @@ def register(sub) -> None:
     from aka.bench.cli import register as add_bench
     add_bench(sub)
 
+    from aka.convert.cli import add_parser as add_convert  # argparse only; the batch imports lazily
+    add_convert(sub)
+
     from aka.exp.cli import add_parser as add_exp  # argparse only; the grid and the report import lazily
     add_exp(sub)
 

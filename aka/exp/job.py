@@ -1,6 +1,8 @@
 """One grid cell: one `aka optimize` run, called by an executor job (aka/executors.py) in its own
-process. It goes through the same entry point as the command line (aka.agent.cli.run_optimize),
-writes its run store under the experiment's runs/, and resumes a run that was cut off."""
+process. It takes the path the command line and `aka.agent.api.optimize` take
+(aka.agent.cli.execute: config dump, proposer, retriever, loop, report) with the cell's resolved
+config as given, writes its run store under the experiment's runs/, and resumes a run that was cut
+off; it returns aka.agent.api's summary."""
 from __future__ import annotations
 
 import io
@@ -22,17 +24,11 @@ def run_state(root: Path) -> str:
     return "partial"
 
 
-def scripted_llm(replies: list[str], rounds: int, n: int):
-    """The scripted LLM for CI grids: the replies in order, repeated to cover every sample."""
-    from aka.llm.scripted import ScriptedLLM
-    need = max(1, rounds * n)
-    return ScriptedLLM([replies[i % len(replies)] for i in range(need)])
-
-
-def run_cell(config: dict, runs_dir: str, run_id: str, scripted_replies: list[str] | None = None) -> dict:
+def run_cell(config: dict, runs_dir: str, run_id: str) -> dict:
     from rich.console import Console
 
-    from aka.agent.cli import run_optimize
+    from aka.agent.api import summary
+    from aka.agent.cli import execute
     from aka.agent.config import from_dict
     from aka.agent.shapes import task_shapes
     from aka.agent.store import RunStore
@@ -42,15 +38,19 @@ def run_cell(config: dict, runs_dir: str, run_id: str, scripted_replies: list[st
     root = Path(runs_dir) / run_id
     state = run_state(root)
     if state == "done":
-        return {"run_id": run_id, "state": "done", "resumed": False, "skipped": True}
+        return {"run_id": run_id, "state": "done", "skipped": True}
     cfg = from_dict(dict(config, runs_dir=str(runs_dir), run_id=run_id))
     problem = load_problem(cfg.op)
     device = resolve_device(None if cfg.eval.device == "auto" else cfg.eval.device)
     task = task_shapes(problem, cfg.shape, device, cfg.eval.cpu_max_elems)
     store = RunStore.open(runs_dir, run_id) if state == "partial" else RunStore.create(runs_dir, run_id)
-    llm = scripted_llm(scripted_replies, cfg.budget.iterations, cfg.n) if scripted_replies else None
     log = io.StringIO()
-    console = Console(file=log, soft_wrap=True, width=120)
-    rc = run_optimize(cfg, store, problem, task, console, resumed=state == "partial", llm=llm)
-    (root / "console.log").write_text(log.getvalue())
-    return {"run_id": run_id, "state": run_state(root), "resumed": state == "partial", "skipped": False, "rc": rc}
+    try:
+        outcome = execute(cfg, store, problem, task, Console(file=log, soft_wrap=True, width=120),
+                          resumed=state == "partial")
+    finally:
+        (root / "console.log").write_text(log.getvalue())
+    out = summary(store, problem, task, cfg, outcome)
+    if out.get("best"):
+        out["best"].pop("source", None)  # the kernel is in the run store; results.jsonl stays small
+    return dict(out, state=run_state(root), resumed=state == "partial", skipped=False)

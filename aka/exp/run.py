@@ -91,9 +91,6 @@ def run_experiment(ex: ExpConfig, *, overrides: list | None = None, out: str | P
         (out / "probe.json").write_text(json.dumps(views, indent=1))
     cells = cell_map(ex)
     (out / "cells.json").write_text(json.dumps(cells, indent=1))
-    replies = None
-    if ex.scripted_replies and "model" not in dict(overrides or []):
-        replies = [str(r) for r in yaml.safe_load(Path(ex.scripted_replies).read_text())]
     runs_dir = out / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
     jobs, done = [], 0
@@ -106,7 +103,7 @@ def run_experiment(ex: ExpConfig, *, overrides: list | None = None, out: str | P
         cfg = ex.optimize_config(a, op, s, overrides)
         gpus = 0.0 if cfg.eval.device == "cpu" else 1.0
         jobs.append(Job(rid, "aka.exp.job:run_cell", {"config": cfg.to_dict(), "runs_dir": str(runs_dir),
-                                                       "run_id": rid, "scripted_replies": replies},
+                                                       "run_id": rid},
                         gpus=gpus, timeout_s=timeout))
     total = len(cells)
     progress(f"{ex.name}: {total} cells ({len(ex.arms)} arms x {len(ex.operators)} operators x {len(ex.seeds)} "

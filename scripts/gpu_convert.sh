@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# `aka convert` acceptance on one GPU host (H200): the bundled benchmark with the offline proposer
+# through the local executor, and the Llama block at its realistic size (Llama-3.1-8B dimensions,
+# 512 tokens, bf16), converted, applied and checked. Written for the device machine; not yet run.
+#
+#   device: bash scripts/gpu_convert.sh MODE...      MODE: bench | llama | report | all (default all)
+#   then, here: mkdir -p /tmp/gc && tar xzf <files_at>/convert.tgz -C /tmp/gc
+#
+# One device call runs 10 minutes at most, and the benchmark's 30 operators take several calls:
+# the libraries live under $AKA_CONVERT_DIR (default .gpuconvert/, git-ignored: carry it in and
+# copy the returned one back), and every call resumes where the last stopped, since `aka convert`
+# skips operators its library has done and a batch cut off by the deadline keeps every finished
+# result. Every step runs under `timeout` against a deadline (AKA_DEADLINE_S, default 560) so the
+# archive is always written.
+#
+# Parallelism: one worker per visible GPU, AKA_JOBS_PER_GPU (default 4) jobs on each; their checks
+# share the GPU and their timed regions take the harness's GPU lock (aka/evaluate/gpulock.py), so
+# four jobs measure what one alone does (test_parallel_evaluations_measure_what_one_alone_measures).
+set -uo pipefail
+: "${OUT:?set OUT to a results folder}"
+T0=$(date +%s)
+DEADLINE=${AKA_DEADLINE_S:-560}
+export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True} PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+export AKA_CACHE_DIR=${AKA_CACHE_DIR:-$PWD/.gpucache} HF_HUB_OFFLINE=1
+mkdir -p "$AKA_CACHE_DIR"
+[[ -s $AKA_CACHE_DIR/source_sha ]] && export AKA_GIT_SHA=$(cat "$AKA_CACHE_DIR/source_sha")
+CONV=${AKA_CONVERT_DIR:-$PWD/.gpuconvert}; mkdir -p "$CONV"
+JPG=${AKA_JOBS_PER_GPU:-4}
+ITERS=${AKA_CONVERT_ITERS:-6}
+OP_TIMEOUT=${AKA_OP_TIMEOUT_S:-400}  # one operator never takes a whole call
+W=$OUT/work; mkdir -p "$W"
+modes=" ${*:-all} "
+left() { echo $(( DEADLINE - ($(date +%s) - T0) )); }
+step() {
+  local log=$1; shift
+  local t=$(( $(left) - 20 ))
+  if (( t < 15 )); then echo "skipped (deadline): $*" | tee -a "$log"; return 124; fi
+  local s=$(date +%s)
+  # SIGINT first: the executor kills its workers by process group and the batch's finished
+  # results are already in the library
+  timeout --signal=INT --kill-after=15 "$t" "$@" >> "$log" 2>&1
+  local rc=$?
+  echo "[step rc=$rc wall=$(( $(date +%s) - s ))s] $*" | tee -a "$log" "$W/steps.txt"
+  return $rc
+}
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
+  python3 -c "import torch,triton,sys;print('torch',torch.__version__,'triton',triton.__version__,'python',sys.version.split()[0])"
+  echo "source ${AKA_GIT_SHA:-$(git rev-parse --short=12 HEAD 2>/dev/null)}"; date -u +%FT%TZ; } > "$W/provenance.txt" 2>&1
+
+if [[ $modes == *" bench "* || $modes == *" all "* ]]; then
+  # largest time share first (bench/weights.json), so a partial library covers the most time
+  step "$W/bench.log" python3 -m aka.cli convert bench library="$CONV/bench" model=offline device=cuda \
+    iters="$ITERS" jobs-per-gpu="$JPG" timeout="$OP_TIMEOUT"
+fi
+if [[ $modes == *" llama "* || $modes == *" all "* ]]; then
+  F=examples.llama_block:factory:size=realistic
+  step "$W/llama.log" python3 -m aka.cli convert "model:$F" library="$CONV/llama" model=offline device=cuda \
+    iters="$ITERS" jobs-per-gpu="$JPG" timeout="$OP_TIMEOUT"
+  # the patched block against the original, within the converted ops' tolerances
+  step "$W/llama_apply.log" python3 -m aka.cli convert apply "$F" --library "$CONV/llama"
+fi
+if [[ $modes == *" report "* || $modes == *" all "* || $modes == *" bench "* || $modes == *" llama "* ]]; then
+  for lib in "$CONV"/bench "$CONV"/llama; do
+    [[ -d $lib/ops ]] && step "$W/report.log" python3 -m aka.cli convert report "$lib"
+  done
+fi
+# the work logs and the libraries (kernels, results, provenance, reports, run stores without their
+# candidate files); the full libraries stay in $CONV for the next call
+tar czf "$OUT/convert.tgz" --exclude='candidates' -C "$OUT" work -C "$CONV" . 2>/dev/null \
+  || tar czf "$OUT/convert.tgz" -C "$OUT" work
+echo "wrote $OUT/convert.tgz ($(( $(date +%s) - T0 )) s)"
