@@ -65,6 +65,9 @@ def test_tiny_grid_runs_resumes_and_reports_with_the_scripted_llm(tmp_path, caps
     for png in ("best_so_far.png", "final_by_arm.png", "iteration.png"):
         assert (out / png).stat().st_size > 5000
     st = json.loads((out / "stats.json").read_text())
+    mech = st["mechanisms"]
+    assert mech["dropout_on"]["runs_with_dropout"] == 2 and mech["best_of_n"]["dropouts"] == 0
+    assert mech["dropout_on"]["rounds_with_hits"] == 4  # retrieval full: every round's prompt has hits
     assert st["paired"][0]["n"] == 2 and st["paired"][0]["ties"] == 2  # same replies: no difference
     assert st["iteration"]["dropout_on"]["per_round"] == [
         {"round": 1, "n": 2, "compiled": 0.0, "correct": 0.0}, {"round": 2, "n": 2, "compiled": 1.0, "correct": 1.0}]

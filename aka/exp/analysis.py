@@ -145,3 +145,23 @@ def iteration(rs: dict[tuple, list[dict]], arms: list[str], rounds: int) -> dict
                     "first_try_speedup": stats.geomean(first) if first else None,
                     "fixed_later_speedup": stats.geomean(later) if later else None}
     return out
+
+
+def mechanisms(run_events: dict[str, list[dict]], cells: dict[str, dict], arms: list[str]) -> dict[str, dict]:
+    """Per arm, what its mechanisms did in the runs (from each run's events): runs in which a
+    dropout fired, rounds whose prompt carried knowledge-base hits, proposals made. A dropout-on
+    arm whose dropout never fired measured the dropout-off condition: the report says so."""
+    out = {a: {"runs": 0, "runs_with_dropout": 0, "dropouts": 0, "rounds": 0, "rounds_with_hits": 0}
+           for a in arms}
+    for rid, evs in run_events.items():
+        arm = (cells.get(rid) or {}).get("arm")
+        if arm not in out:
+            continue
+        m = out[arm]
+        m["runs"] += 1
+        drops = sum(e["type"] == "dropout" for e in evs)
+        m["dropouts"] += drops
+        m["runs_with_dropout"] += drops > 0
+        m["rounds"] += sum(e["type"] == "round_start" for e in evs)
+        m["rounds_with_hits"] += sum(e["type"] == "retrieval" and bool(e.get("hits")) for e in evs)
+    return out

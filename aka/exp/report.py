@@ -122,6 +122,20 @@ def plots(rows: list[dict], rs: dict, arms: list[str], rounds: int, category: di
     return made
 
 
+def _events(run_dir: Path) -> list[dict]:
+    from aka.agent.store import RunStore
+    return RunStore(run_dir).events() if run_dir.is_dir() else []
+
+
+def _arm_configs(d: Path) -> dict:
+    """arm -> its resolved optimize config, as `aka exp run` saved it (config/arms.yaml)."""
+    import yaml
+    p = d / "config" / "arms.yaml"
+    if not p.exists():
+        return {}
+    return {a: v.get("resolved") or {} for a, v in (yaml.safe_load(p.read_text()).get("arms") or {}).items()}
+
+
 def _ci(e: dict | None) -> str:
     if not e:
         return "-"
@@ -157,10 +171,13 @@ def write_report(d: Path, *, baseline: str | None = None, n_boot: int = 4000) ->
     decomp = an.decomposition(fin, category)
     mde = an.detectable(tests)
     it = an.iteration(rs, arms, rounds)
+    cells = json.loads((d / "cells.json").read_text()) if (d / "cells.json").exists() else {}
+    mech = an.mechanisms({rid: _events(d / "runs" / rid) for rid in cells}, cells, arms)
+    arm_cfg = _arm_configs(d)
     env = environment(d)
     made = plots(rows, rs, arms, rounds, category, d)
     (d / "stats.json").write_text(json.dumps({"summaries": summ, "paired": tests, "variance": decomp, "mde": mde,
-                                              "iteration": it, "environment": env, "floor": an.FLOOR}, indent=1))
+                                              "iteration": it, "mechanisms": mech, "environment": env, "floor": an.FLOOR}, indent=1))
     kind = next((r["objective_kind"] for r in rows if r["objective_kind"]), "objective")
     L = [f"# Experiment {exp.get('name') if exp else d.name}", "",
          f"{len(rs)} runs: {len(arms)} arms x {len(category)} operators x "
@@ -171,8 +188,21 @@ def write_report(d: Path, *, baseline: str | None = None, n_boot: int = 4000) ->
     for arm in arms:
         s = summ[arm]
         L.append(f"| {arm} | {s['runs']} | {s['at_floor']} | {_ci(s.get('median'))} | {_ci(s.get('geomean'))} |")
-    L += ["", "Percentile bootstrap, " + f"{n_boot} resamples over runs.", "",
-          "## Paired comparisons", "",
+    L += ["", "Percentile bootstrap, " + f"{n_boot} resamples over runs."]
+    L += ["", "## Mechanisms in the runs", "",
+          "What each arm's mechanism did, from the runs' events (an arm that changes nothing is not a result).", "",
+          "| arm | runs | runs with a dropout | dropouts | rounds with KB hits in the prompt |", "|---|---|---|---|---|"]
+    warn = []
+    for arm in arms:
+        m = mech[arm]
+        L.append(f"| {arm} | {m['runs']} | {m['runs_with_dropout']} | {m['dropouts']} | "
+                 f"{m['rounds_with_hits']} of {m['rounds']} |")
+        if (arm_cfg.get(arm) or {}).get("dropout", {}).get("enabled") and m["runs"] and not m["dropouts"]:
+            warn.append(f"**{arm}: dropout is on but never fired** (no run stalled for its patience): this arm "
+                        "measured the dropout-off condition.")
+    if warn:
+        L += [""] + warn
+    L += ["", "## Paired comparisons", "",
           "Pairs are (operator, seed) cells both arms ran; the test is a sign-flip permutation test of the mean "
           "log-ratio (aka/exp/stats.py says why), p-values Holm-adjusted over the family.", "",
           "| b vs a | pairs | ratio b/a (geomean) | wins / losses / ties | p | p (Holm) |", "|---|---|---|---|---|---|"]
@@ -209,6 +239,8 @@ def write_report(d: Path, *, baseline: str | None = None, n_boot: int = 4000) ->
                  f"{_num(i['fixed_later_speedup'])} | {rate('compiled')} | {rate('correct')} |")
     L += ["", "## Plots", ""] + [f"![{m}]({m})" for m in made]
     L += ["", "## Environment", "", "```json", json.dumps(env, indent=1), "```"]
+    L += ["", "Every run's own resolved config is `runs/<run id>/config.yaml` (the arm's below, with the cell's "
+          "op and seed)."]
     for name in ("exp.yaml", "arms.yaml"):
         p = d / "config" / name
         if p.exists():
