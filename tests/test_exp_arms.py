@@ -205,3 +205,21 @@ def test_cli_errors_are_one_line_and_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and all(e.startswith("aka: error: ") for e in err)
     assert "not found" in err[0] and "at least two arms" in err[1] and "no table.csv" in err[2]
+
+
+def test_seeds_draw_distinct_samples_through_the_response_cache(tmp_path):
+    """Seeds are replicates only if they do not replay one cached completion: the seed offsets the
+    sample index the cache keys on (seed 0 keeps the indices `aka optimize` always used)."""
+    from aka.llm.cache import CachedLLM
+    problem = load_problem("rms_norm")
+    task = task_shapes(problem, "small", "cpu", 65536)
+    inner = ScriptedLLM(["first sample", "second sample", "never needed"])
+    cached = CachedLLM(inner, tmp_path / "cache")
+    ctx = RoundContext(1, problem, task, "cpu", None, None, [], [], signals(None, {}, set()), [], [], [], {})
+    replies = {}
+    for seed in (0, 1, 0):
+        prop = LLMProposer(cached, PromptRenderer(), OptimizeConfig().llm, seed=seed)
+        replies.setdefault(seed, []).append(prop.propose(ctx, 1)[0].reply)
+    assert replies == {0: ["first sample", "first sample"], 1: ["second sample"]}
+    assert cached.hits == 1 and inner.remaining == 1
+    assert [p["sample_index"] for p in inner.prompts] == [1, 1_000_001]

@@ -139,7 +139,7 @@ def build_proposer(cfg, problem, store, budget, console):
     if spec.startswith("scripted:"):
         from aka.agent.api import scripted_llm
         return LLMProposer(scripted_llm(spec, problem.name, budget), PromptRenderer(cfg.prompts_dir), cfg.llm,
-                           store=store, target_gpu=cfg.target_gpu, independent=not cfg.feedback)
+                           store=store, target_gpu=cfg.target_gpu, independent=not cfg.feedback, seed=cfg.seed)
     from aka.llm import RetryConfig, build_llm
     cache = cfg.llm.cache_dir or str(__import__("pathlib").Path(os.environ.get(
         "AKA_CACHE_DIR", os.path.expanduser("~/.cache/aka"))) / "llm")
@@ -148,7 +148,7 @@ def build_proposer(cfg, problem, store, budget, console):
     llm = build_llm(spec, cache_dir=None if cfg.llm.cache_mode == "off" else cache, cache_mode=cfg.llm.cache_mode,
                     retry=retry, budget=budget, timeout_s=cfg.llm.timeout_s, **extra)
     return LLMProposer(llm, PromptRenderer(cfg.prompts_dir), cfg.llm, store=store, target_gpu=cfg.target_gpu,
-                       independent=not cfg.feedback)
+                       independent=not cfg.feedback, seed=cfg.seed)
 
 
 def build_retriever(cfg):

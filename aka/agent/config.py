@@ -98,7 +98,7 @@ class OptimizeConfig:
     shape: str = "all"                    # id list, all, small, first, or AxB[xC]
     model: str = "anthropic:claude-opus-4-5"  # provider:model, or "offline"; offline when the key is missing
     n: int = 1                            # candidates per round (evaluated at once: eval.parallel)
-    seed: int = 0                         # dropout and restart draws
+    seed: int = 0                         # dropout and restart draws; the LLM's sample index (distinct cached samples)
     feedback: bool = True                 # false: the best-of-N control; every round proposes from the first
                                           # round's context (no parent, results or history), needs dropout off
     runs_dir: str = "runs"
