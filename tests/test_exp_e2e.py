@@ -57,6 +57,20 @@ def test_tiny_grid_runs_resumes_and_reports_with_the_scripted_llm(tmp_path, caps
     assert "4 already done, 0 to run" in capsys.readouterr().out
     assert read_table(out / "table.csv") == rows
 
+    # A run cut off before its stop event resumes from its store (its two rounds are done: it stops).
+    cut = next((out / "runs").glob("best_of_n*s1")) / "events.jsonl"
+    cut.write_text("".join(x + "\n" for x in cut.read_text().splitlines() if '"type": "stop"' not in x))
+    assert main(["exp", "run", tiny(tmp_path), "--out", str(out)]) == 0
+    assert "3 already done, 1 to run" in capsys.readouterr().out
+    resumed = [e["type"] for e in events(cut.parent)]
+    assert resumed.count("resume") == 1 and resumed[-1] == "stop" and read_table(out / "table.csv") == rows
+
+    # The same directory under a changed design is refused: results of two designs would mix.
+    other = tmp_path / "other.yaml"
+    other.write_text(yaml.safe_dump({"extends": tiny(tmp_path), "budget": {"rounds": 3}}))
+    assert main(["exp", "run", str(other), "--out", str(out), "--no-probe"]) == 2
+    assert "ran under another config" in capsys.readouterr().err
+
     assert main(["exp", "report", str(out)]) == 0
     report = (out / "REPORT.md").read_text()
     for part in ("## Paired comparisons", "Smallest detectable effect", "## Variance decomposition",

@@ -122,6 +122,16 @@ def plots(rows: list[dict], rs: dict, arms: list[str], rounds: int, category: di
     return made
 
 
+def _incomplete(d: Path, cells: dict) -> list[str]:
+    """Lines naming the grid's cells without a finished run (never started, cut off, or crashed)."""
+    from aka.exp.job import run_state
+    left = [rid for rid in cells if run_state(d / "runs" / rid) != "done"]
+    if not left:
+        return []
+    return [f"**{len(left)} of {len(cells)} cells have no finished run** (their partial rows count as they are; "
+            f"`aka exp run` again resumes them): {', '.join(left[:12])}{' ...' if len(left) > 12 else ''}", ""]
+
+
 def _events(run_dir: Path) -> list[dict]:
     from aka.agent.store import RunStore
     return RunStore(run_dir).events() if run_dir.is_dir() else []
@@ -183,7 +193,7 @@ def write_report(d: Path, *, baseline: str | None = None, n_boot: int = 4000) ->
          f"{len(rs)} runs: {len(arms)} arms x {len(category)} operators x "
          f"{len({s for _, _, s in rs})} seeds, {rounds} rounds each. Outcome: each run's final best-so-far "
          f"objective ({kind}). Statistics on the log scale; a run that found nothing counts as {an.FLOOR:g} there.",
-         "", "## Arms", "", "| arm | runs | no passing kernel | median [95% CI] | geomean [95% CI] |",
+         "", *_incomplete(d, cells), "## Arms", "", "| arm | runs | no passing kernel | median [95% CI] | geomean [95% CI] |",
          "|---|---|---|---|---|"]
     for arm in arms:
         s = summ[arm]

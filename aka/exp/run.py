@@ -22,6 +22,7 @@ from pathlib import Path
 
 import yaml
 
+from aka.agent.config import ConfigError
 from aka.exp.config import ExpConfig, check_distinct
 
 CPU_JOB_TIMEOUT_S = 6 * 3600
@@ -67,6 +68,17 @@ def collect(out: Path, cells: dict[str, dict]) -> list[dict]:
     return rows
 
 
+def same_config(run_dir: Path, cfg) -> bool:
+    """Whether a run's saved config.yaml is the cell's resolved config (where it lives aside)."""
+    p = run_dir / "config.yaml"
+    if not p.exists():
+        return True  # created, nothing run yet: the job writes it
+    saved = yaml.safe_load(p.read_text()) or {}
+    mine = cfg.to_dict()
+    skip = ("runs_dir", "run_id", "live")
+    return {k: v for k, v in saved.items() if k not in skip} == {k: v for k, v in mine.items() if k not in skip}
+
+
 def make_grid_executor(ex: ExpConfig, out: Path):
     from aka.executors import make_executor
     opts = {k: v for k, v in ex.executor.items() if k not in ("kind", "timeout_s")}
@@ -93,18 +105,25 @@ def run_experiment(ex: ExpConfig, *, overrides: list | None = None, out: str | P
     (out / "cells.json").write_text(json.dumps(cells, indent=1))
     runs_dir = out / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
-    jobs, done = [], 0
+    jobs, done, changed = [], 0, []
     timeout = ex.executor.get("timeout_s", CPU_JOB_TIMEOUT_S)
     for a, op, s in ex.cells():
         rid = run_id_for(a.name, op, s)
-        if run_state(runs_dir / rid) == "done":
+        cfg = ex.optimize_config(a, op, s, overrides)
+        state = run_state(runs_dir / rid)
+        if state != "new" and not same_config(runs_dir / rid, cfg):
+            changed.append(rid)
+        if state == "done":
             done += 1
             continue
-        cfg = ex.optimize_config(a, op, s, overrides)
         gpus = 0.0 if cfg.eval.device == "cpu" else 1.0
         jobs.append(Job(rid, "aka.exp.job:run_cell", {"config": cfg.to_dict(), "runs_dir": str(runs_dir),
                                                        "run_id": rid},
                         gpus=gpus, timeout_s=timeout))
+    if changed:
+        raise ConfigError(f"{len(changed)} cell(s) in {out} ran under another config than this one resolves to "
+                          f"({', '.join(changed[:4])}{' ...' if len(changed) > 4 else ''}): results of two designs "
+                          "would mix; use a new --out")
     total = len(cells)
     progress(f"{ex.name}: {total} cells ({len(ex.arms)} arms x {len(ex.operators)} operators x {len(ex.seeds)} "
              f"seeds), {done} already done, {len(jobs)} to run -> {out}")
