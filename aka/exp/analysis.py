@@ -104,7 +104,7 @@ def detectable(tests: list[dict], alpha: float = 0.05, power: float = 0.8) -> di
         return None
     n = min(t["n"] for t in done)
     sds = [t["sd_log_diff"] for t in done if t["n"] >= 3 and t["sd_log_diff"] > 0]
-    sd, source = (float(np.sqrt(np.mean(np.square(sds)))), "observed (pooled over comparisons)") if sds \
+    sd, source = (float(np.sqrt(np.mean(np.square(sds)))), "observed, pooled over comparisons") if sds \
         else (ASSUMED_SD, "assumed: the data give no spread")
     m = stats.min_detectable_effect(n, sd, alpha=alpha, power=power, comparisons=len(done))
     m["sd_source"] = source

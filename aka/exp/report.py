@@ -122,6 +122,21 @@ def plots(rows: list[dict], rs: dict, arms: list[str], rounds: int, category: di
     return made
 
 
+def _mechanism_lines(mech: dict, arms: list[str], arm_cfg: dict) -> list[str]:
+    L = ["", "## Mechanisms in the runs", "",
+         "What each arm's mechanism did, from the runs' events (an arm that changes nothing is not a result).", "",
+         "| arm | runs | runs with a dropout | dropouts | rounds with KB hits in the prompt |", "|---|---|---|---|---|"]
+    warn = []
+    for arm in arms:
+        m = mech[arm]
+        L.append(f"| {arm} | {m['runs']} | {m['runs_with_dropout']} | {m['dropouts']} | "
+                 f"{m['rounds_with_hits']} of {m['rounds']} |")
+        if (arm_cfg.get(arm) or {}).get("dropout", {}).get("enabled") and m["runs"] and not m["dropouts"]:
+            warn.append(f"**{arm}: dropout is on but never fired** (no run stalled for its patience): this arm "
+                        "measured the dropout-off condition.")
+    return L + ([""] + warn if warn else [])
+
+
 def _incomplete(d: Path, cells: dict) -> list[str]:
     """Lines naming the grid's cells without a finished run (never started, cut off, or crashed)."""
     from aka.exp.job import run_state
@@ -199,19 +214,8 @@ def write_report(d: Path, *, baseline: str | None = None, n_boot: int = 4000) ->
         s = summ[arm]
         L.append(f"| {arm} | {s['runs']} | {s['at_floor']} | {_ci(s.get('median'))} | {_ci(s.get('geomean'))} |")
     L += ["", "Percentile bootstrap, " + f"{n_boot} resamples over runs."]
-    L += ["", "## Mechanisms in the runs", "",
-          "What each arm's mechanism did, from the runs' events (an arm that changes nothing is not a result).", "",
-          "| arm | runs | runs with a dropout | dropouts | rounds with KB hits in the prompt |", "|---|---|---|---|---|"]
-    warn = []
-    for arm in arms:
-        m = mech[arm]
-        L.append(f"| {arm} | {m['runs']} | {m['runs_with_dropout']} | {m['dropouts']} | "
-                 f"{m['rounds_with_hits']} of {m['rounds']} |")
-        if (arm_cfg.get(arm) or {}).get("dropout", {}).get("enabled") and m["runs"] and not m["dropouts"]:
-            warn.append(f"**{arm}: dropout is on but never fired** (no run stalled for its patience): this arm "
-                        "measured the dropout-off condition.")
-    if warn:
-        L += [""] + warn
+    if cells:
+        L += _mechanism_lines(mech, arms, arm_cfg)
     L += ["", "## Paired comparisons", "",
           "Pairs are (operator, seed) cells both arms ran; the test is a sign-flip permutation test of the mean "
           "log-ratio (aka/exp/stats.py says why), p-values Holm-adjusted over the family.", "",
