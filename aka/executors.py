@@ -11,8 +11,9 @@ already set (torch reads it once, at its first CUDA call, so it must be pinned b
 imports torch), so a timed-out job is killed whole, and a job that segfaults or is killed is a
 failed `JobResult` while the batch goes on. The child also gets SIGKILL when the thread that
 started it ends (PR_SET_PDEATHSIG; the executor's process dying included), so a killed executor
-leaves no job running. Processes a job starts in *their own* sessions (the harness's evaluation
-workers) are not in that group: they end on their own timeouts.
+leaves no job running. Not covered: processes a job starts in *their own* sessions (the harness's
+evaluation workers) are outside its group and end on their own timeouts, and children a job
+forks itself outlive an executor killed with SIGKILL (the death signal is not inherited).
 
 On a multi-node Ray cluster every node must have this repository (and the jobs' modules) at the
 driver's path: the tasks put it on PYTHONPATH rather than shipping code (no runtime_env upload).
@@ -98,16 +99,22 @@ PKG_ROOT = Path(__file__).resolve().parent.parent  # the directory holding `aka/
 
 
 def _die_with_parent() -> None:
-    """preexec_fn: SIGKILL this child when the thread that started it ends (Linux prctl 1)."""
+    """SIGKILL this process when the thread that started it ends (Linux prctl PR_SET_PDEATHSIG).
+    Set here, in the child, rather than in a preexec_fn, which is unsafe while the parent runs
+    threads (the slots start workers from several at once). A parent gone before the call is
+    caught by comparing the parent pid with the one the parent wrote down."""
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
     except OSError:
-        pass
+        return
+    if str(os.getppid()) != os.environ.get("AKA_EXECUTOR_PARENT", str(os.getppid())):
+        os._exit(1)
 
 
 def _worker_main() -> None:
     """`python -m aka.executors`: read job lines on stdin, answer each on the original stdout.
     The job's own prints go to stderr (its log), so they cannot be mistaken for a result."""
+    _die_with_parent()
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
@@ -137,12 +144,13 @@ class _Worker:
         full = dict(os.environ if env is None else env)
         # The child imports this `aka` (and the job's module beside it) whatever its cwd.
         full["PYTHONPATH"] = os.pathsep.join(p for p in [str(PKG_ROOT), full.get("PYTHONPATH", "")] if p)
+        full["AKA_EXECUTOR_PARENT"] = str(os.getpid())
         if cuda is not None:
             full["CUDA_VISIBLE_DEVICES"] = cuda
         self.log = open(log_path, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "aka.executors"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.log, env=full,
-                                     start_new_session=True, preexec_fn=_die_with_parent)
+                                     start_new_session=True)
         self.name = f"{socket.gethostname()}/{self.proc.pid}/cuda={cuda if cuda is not None else 'inherit'}"
         self._buf = b""
 
@@ -241,7 +249,8 @@ class LocalExecutor:
             raise ValueError("jobs_per_gpu and cpu_workers must be at least 1")
         self.gpus = detect_gpus() if gpus is None else [str(g) for g in gpus]
         # "" hides every GPU from the child: a CPU slot must not grab one the GPU slots own.
-        self.slots = [g for g in self.gpus for _ in range(jobs_per_gpu)] if self.gpus else [""] * cpu_workers
+        # GPU-major round robin: a batch smaller than the slots still spreads over every GPU
+        self.slots = [g for _ in range(jobs_per_gpu) for g in self.gpus] if self.gpus else [""] * cpu_workers
         self.log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="aka-executor-"))
         self.log_dir.mkdir(parents=True, exist_ok=True)
 

@@ -7,6 +7,8 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -258,3 +260,34 @@ def test_convert_trace_source_ranks_groups_and_says_what_cannot_be_extracted(tmp
     rows = json.loads((lib / "fallbacks.json").read_text())["fallbacks"]
     assert rows[0]["name"] == "causal_gqattention" and rows[0]["problem"] is None
     assert sum(r["share"] for r in rows) == pytest.approx(1.0, abs=0.01)
+
+
+def test_llama_block_profiled_converted_and_patched_through_aka_convert(tmp_path, capsys):
+    """The whole use on CPU at the small size: profile the block, extract its groups, convert three
+    with the scripted LLM (replying the Llama kernels of tests/fixtures/convert), then patch the
+    block with the library and check it against the original."""
+    kernels = FIX / "convert" / "kernels"
+    ops = ("rmsnorm", "rotary_embedding", "silu_and_mul")
+    script = tmp_path / "replies.json"
+    script.write_text(json.dumps({op: [f"Plan.\nTECHNIQUES: rowwise\n```python\n{(kernels / f'{op}.py').read_text()}```\n"]
+                                  for op in ops}))
+    lib = tmp_path / "lib"
+    factory = "examples.llama_block:factory"
+    assert main(["convert", f"model:{factory}", f"library={lib}", "workers=2", f"model=scripted:{script}",
+                 f"ops={','.join(ops)}", *COMMON]) == 0
+    out = capsys.readouterr().out
+    assert out.index("fallbacks by time share") < out.index("[1/3]")
+    for name in ("causal_gqattention", "rmsnorm", "silu_and_mul", "aten_add_in_decoder_block"):
+        assert name in out
+    assert states(lib) == {op: "pass" for op in ops}
+    assert (lib / "problems" / "rmsnorm" / "reference.py").is_file()
+    # a fresh process, as a user runs it: on CPU the kernels need the interpreter switched on before
+    # triton is first imported, and this test process imported it long ago
+    proc = subprocess.run([sys.executable, "-m", "aka.cli", "convert", "apply", factory, "--library", str(lib),
+                           "--json", str(tmp_path / "patch.json")], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "check PASS" in proc.stdout
+    patch = json.loads((tmp_path / "patch.json").read_text())
+    assert patch["ok"] and {p["op"] for p in patch["patched"]} == set(ops)
+    assert sum(patch["kernel_calls"].values()) >= 3

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -26,7 +27,7 @@ def _alive(pid: int) -> bool:
 
 def test_local_pins_each_slot_to_its_gpu_and_runs_jobs_per_gpu_at_once(tmp_path):
     ex = LocalExecutor(gpus=["0", "1"], jobs_per_gpu=2, log_dir=tmp_path)
-    assert ex.slots == ["0", "0", "1", "1"]
+    assert ex.slots == ["0", "1", "0", "1"]
     jobs = [Job(f"j{i}", J + "slow_visible", {"seconds": 1.5, "tag": str(i)}) for i in range(4)]
     seen = []
     res = ex.run(jobs, on_result=seen.append)
@@ -38,6 +39,12 @@ def test_local_pins_each_slot_to_its_gpu_and_runs_jobs_per_gpu_at_once(tmp_path)
     # all four ran at the same time: each started before any ended
     assert max(r.value["start"] for r in res) < min(r.value["end"] for r in res)
     assert all(f"cuda={r.value['cuda']}" in r.worker for r in res)
+
+
+def test_local_batch_smaller_than_the_slots_spreads_over_the_gpus(tmp_path):
+    ex = LocalExecutor(gpus=["0", "1", "2"], jobs_per_gpu=3, log_dir=tmp_path)
+    res = ex.run([Job(f"j{i}", J + "slow_visible", {"seconds": 0.3}) for i in range(3)])
+    assert sorted(r.value["cuda"] for r in res) == ["0", "1", "2"]
 
 
 def test_local_cpu_slots_hide_gpus_and_reuse_a_worker(tmp_path, monkeypatch):
@@ -97,6 +104,33 @@ def test_bad_jobs_are_refused_before_anything_runs(tmp_path):
         ex.run([Job("a", J + "echo", {"x": object()})])
     with pytest.raises(ValueError, match="unknown executor"):
         make_executor("slurm")
+
+
+def test_workers_die_with_a_killed_executor(tmp_path):
+    """SIGKILL the process running a LocalExecutor mid-job: its worker (and the job's forked
+    child, same group) must not live on."""
+    import signal
+    import subprocess
+    import sys
+    pid_file = tmp_path / "pids"
+    code = (f"from aka.executors import Job, LocalExecutor\n"
+            f"LocalExecutor(gpus=['0'], log_dir={str(tmp_path)!r}).run("
+            f"[Job('h', 'tests.fakes.jobs:hang_with_child', {{'pid_file': {str(pid_file)!r}}})])\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent)
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    worker, grandchild = map(int, pid_file.read_text().split())
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while _alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(worker)
+    # the job's own forked child is not covered (PR_SET_PDEATHSIG is not inherited by fork):
+    # it outlives a SIGKILLed executor, as aka/executors.py says; clean it up
+    if _alive(grandchild):
+        os.kill(grandchild, signal.SIGKILL)
 
 
 # -- Ray: a real local cluster --------------------------------------------------------------------

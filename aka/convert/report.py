@@ -22,6 +22,9 @@ from aka.convert.library import Library, now
 
 COLORS = {"converted": "#2e7d32", "slower": "#ef6c00", "correct_only": "#1565c0", "no_kernel": "#9e9e9e",
           "failed": "#c62828", "not_attempted": "#e0e0e0"}
+LABELS = {"converted": "converted", "slower": "passes, not faster than eager and compile",
+          "correct_only": "correct only (no GPU)", "no_kernel": "no kernel", "failed": "failed",
+          "not_attempted": "not attempted"}
 
 
 @dataclass
@@ -125,20 +128,26 @@ def chart(rs: list[OpRow], path: Path, top: int = 30) -> Path | None:
     ax = axes[0][0]
     ax.barh([r.name for r in show], [100 * (r.share or 0.0) for r in show],
             color=[COLORS[r.verdict] for r in show])
-    ax.set_xlabel("share of fallback time (%)")
-    ax.set_title("fallbacks by share, coloured by outcome", fontsize=10)
+    top_share = max([100 * (r.share or 0.0) for r in show] + [1e-9])
+    for i, r in enumerate(show):  # small shares are invisible bars: say the number and the outcome
+        ax.text(100 * (r.share or 0.0) + 0.01 * top_share, i, f"{100 * (r.share or 0.0):.2f}% {LABELS[r.verdict]}",
+                va="center", fontsize=7)
+    ax.set_xlim(0, top_share * 1.35)
+    ax.set_xlabel("share of fallback time (%)" + ("" if timed else "; no GPU timings: correctness only"))
+    ax.set_title("fallbacks by time share, coloured by outcome", fontsize=10)
     present = [v for v in COLORS if any(r.verdict == v for r in show)]
     handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[v]) for v in present]
-    fig.legend(handles, [v.replace("_", " ") for v in present], fontsize=8, loc="lower center",
+    fig.legend(handles, [LABELS[v] for v in present], fontsize=8, loc="lower center",
                ncol=len(present), frameon=False)
-    if not timed:
-        ax.set_title("fallbacks by share, coloured by outcome (no GPU timings: correctness only)", fontsize=10)
     if timed:
         ax2 = axes[0][1]
         ax2.barh([r.name for r in show], [r.speedup_eager or 0.0 for r in show],
                  color=[COLORS[r.verdict] for r in show])
         ax2.axvline(1.0, color="k", lw=0.8)
         ax2.set_xscale("log")
+        from matplotlib.ticker import FuncFormatter
+        for axis in (ax2.xaxis.set_major_formatter, ax2.xaxis.set_minor_formatter):
+            axis(FuncFormatter(lambda v, _: f"{v:g}x"))
         ax2.set_xlabel("speedup over eager (sum of times over shapes)")
         ax2.set_title("kernel vs the PyTorch fallback", fontsize=10)
     fig.tight_layout(rect=(0, 0.06 + 0.3 / max(1, len(show)), 1, 1))
@@ -187,7 +196,7 @@ def write_report(library: Path, out: Path | None = None) -> tuple[Path, Path | N
               "wall s | note |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for i, r in enumerate(rs, 1):
         lines.append(f"| {i} | {r.name} | {_f(None if r.share is None else 100 * r.share, '{:.2f}%')} | "
-                     f"{r.verdict.replace('_', ' ')} | {r.shapes or '-'} | {_f(r.speedup_eager, '{:.2f}x')} | "
+                     f"{LABELS[r.verdict]} | {r.shapes or '-'} | {_f(r.speedup_eager, '{:.2f}x')} | "
                      f"{_f(r.speedup_compile, '{:.2f}x')} | {_f(r.sol_fraction, '{:.3f}')} | "
                      f"{r.gpu or r.device or '-'} | {r.model or '-'} | {_f(r.wall_s, '{:.0f}')} | "
                      f"{r.why.replace('|', '/')} |")
