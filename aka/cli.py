@@ -172,6 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_kb(sub)
     add_bench(sub)
     add_convert(sub)
+    from aka.exp.cli import add_parser as add_exp  # argparse only; the grid and the report import lazily
+    add_exp(sub)
     return p
 
 

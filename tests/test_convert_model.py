@@ -293,7 +293,7 @@ def test_apply_skips_what_it_cannot_use(extracted, tmp_path):
 
 
 def test_apply_cli_bad_library_is_a_user_error(tmp_path):
-    from aka.cli import UserError
+    from aka.errors import UserError
     p = argparse.ArgumentParser()
     add_apply_parser(p.add_subparsers(dest="cmd"))
     args = p.parse_args(["apply", BLOCK, "--library", str(tmp_path / "missing")])

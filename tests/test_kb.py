@@ -721,3 +721,16 @@ def test_kernel_paths_take_one_op_or_a_comma_list():
     two = {p.parent.name for p in kernel_paths(root, "fused_moe,prefill_attention")}
     assert one == {"softmax"} and two == {"fused_moe", "prefill_attention"}
     assert len(kernel_paths(root, "fused_moe,prefill_attention")) == 4
+
+
+def test_leave_op_out_withholds_every_chunk_listing_the_op(built):
+    from aka.kb.chunks import meta_list
+    from aka.kb.retriever import ChromaRetriever
+    prob = SimpleNamespace(name="softmax", category="Activation",
+                           meta={"description": "softmax over the last dim, bf16 rows"})
+    full = ChromaRetriever(built.root, built.cache, refresh=False)
+    held = ChromaRetriever(built.root, built.cache, refresh=False, exclude_op=True)
+    assert any("softmax" in meta_list(s.meta, "ops") for s in full.ranked(prob, {}, []))
+    kept = held.ranked(prob, {}, [])
+    assert kept and not any("softmax" in meta_list(s.meta, "ops") for s in kept)
+    assert [h.id for h in held.retrieve(prob, {}, [], 4)] != [h.id for h in full.retrieve(prob, {}, [], 4)]

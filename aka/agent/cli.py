@@ -140,7 +140,8 @@ def build_proposer(cfg, problem, store, budget, console):
         console.print(f"[bold yellow]{notice}[/]")
         store.event("notice", message=notice)
     if spec == "offline":
-        prop = OfflineProposer(problem, cfg.offline.kernels_dir)
+        prop = OfflineProposer(problem, cfg.offline.kernels_dir, exclude_op=cfg.retrieval.exclude_op,
+                               use_records=cfg.retrieval.enabled, independent=not cfg.feedback, seed=cfg.seed)
         console.print(f"[bold]{prop.banner}[/]")
         for w in prop.warnings:
             console.print(f"[yellow]{w}[/]")
@@ -149,7 +150,7 @@ def build_proposer(cfg, problem, store, budget, console):
     if spec.startswith("scripted:"):
         from aka.agent.api import scripted_llm
         return LLMProposer(scripted_llm(spec, problem.name, budget), PromptRenderer(cfg.prompts_dir), cfg.llm,
-                           store=store, target_gpu=cfg.target_gpu)
+                           store=store, target_gpu=cfg.target_gpu, independent=not cfg.feedback, seed=cfg.seed)
     from aka.llm import RetryConfig, build_llm
     cache = cfg.llm.cache_dir or str(__import__("pathlib").Path(os.environ.get(
         "AKA_CACHE_DIR", os.path.expanduser("~/.cache/aka"))) / "llm")
@@ -157,7 +158,21 @@ def build_proposer(cfg, problem, store, budget, console):
     extra = {"base_url": cfg.llm.base_url} if cfg.llm.base_url else {}
     llm = build_llm(spec, cache_dir=None if cfg.llm.cache_mode == "off" else cache, cache_mode=cfg.llm.cache_mode,
                     retry=retry, budget=budget, timeout_s=cfg.llm.timeout_s, **extra)
-    return LLMProposer(llm, PromptRenderer(cfg.prompts_dir), cfg.llm, store=store, target_gpu=cfg.target_gpu)
+    return LLMProposer(llm, PromptRenderer(cfg.prompts_dir), cfg.llm, store=store, target_gpu=cfg.target_gpu,
+                       independent=not cfg.feedback, seed=cfg.seed)
+
+
+def build_retriever(cfg):
+    """The LLM proposer's retriever for cfg.retrieval (the loop skips it when retrieval is off)."""
+    r, ex = cfg.retrieval, cfg.retrieval.exclude_op
+    if r.backend == "files":
+        from aka.kb.file_retriever import FileRetriever
+        return FileRetriever(r.kb_dir, r.max_chars, exclude_op=ex)
+    if r.backend == "chroma":
+        from aka.kb.retriever import ChromaRetriever
+        return ChromaRetriever(r.kb_dir, max_chars=r.max_chars, exclude_op=ex)
+    from aka.kb.retriever import make_retriever  # Chroma hybrid index with the kb extra, else files
+    return make_retriever(r.kb_dir, r.max_chars, exclude_op=ex)
 
 
 def run_optimize(cfg, store, problem, task, console, *, resumed: bool = False, overrides: dict | None = None) -> int:
@@ -183,7 +198,6 @@ def execute(cfg, store, problem, task, console, *, resumed: bool = False, overri
     from aka.agent.live import LiveView
     from aka.agent.loop import Optimizer
     from aka.agent.report import write_report
-    from aka.kb.retriever import make_retriever  # Chroma hybrid index with the kb extra, else files
     from aka.agent.state import State, make_budget
 
     device = task.device
@@ -203,14 +217,7 @@ def execute(cfg, store, problem, task, console, *, resumed: bool = False, overri
     proposer = build_proposer(cfg, problem, store, budget, console)
     retriever = None
     if proposer.name != "offline":
-        if cfg.retrieval.backend == "files":
-            from aka.kb.file_retriever import FileRetriever
-            retriever = FileRetriever(cfg.retrieval.kb_dir, cfg.retrieval.max_chars)
-        elif cfg.retrieval.backend == "chroma":
-            from aka.kb.retriever import ChromaRetriever
-            retriever = ChromaRetriever(cfg.retrieval.kb_dir, max_chars=cfg.retrieval.max_chars)
-        else:
-            retriever = make_retriever(cfg.retrieval.kb_dir, cfg.retrieval.max_chars)
+        retriever = build_retriever(cfg)
     live = cfg.live == "on" or (cfg.live == "auto" and sys.stdout.isatty())
     header = f"{store.run_id} · {problem.name} · {proposer.name} · {device}"
     console.print(f"run [bold]{store.root}[/] ({'resumed at round ' + str(state.round + 1) if resumed else 'new'})")

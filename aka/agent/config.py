@@ -83,6 +83,8 @@ class RetrievalConfig:
     kb_dir: str | None = None             # None: knowledge_base/ of the repo
     max_chars: int = 1800                 # per hit, in the prompt
     backend: str = "auto"                 # auto: the Chroma hybrid index when installed, else files
+    exclude_op: bool = False              # leave-op-out: withhold every entry that lists the op (its playbook,
+                                          # its kernels); the offline proposer then searches its category's kernels
 
 
 @dataclass
@@ -96,7 +98,9 @@ class OptimizeConfig:
     shape: str = "all"                    # id list, all, small, first, or AxB[xC]
     model: str = "anthropic:claude-opus-4-5"  # provider:model, or "offline"; offline when the key is missing
     n: int = 1                            # candidates per round (evaluated at once: eval.parallel)
-    seed: int = 0                         # dropout and restart draws
+    seed: int = 0                         # dropout and restart draws; the LLM's sample index (distinct cached samples)
+    feedback: bool = True                 # false: the best-of-N control; every round proposes from the first
+                                          # round's context (no parent, results or history), needs dropout off
     runs_dir: str = "runs"
     run_id: str | None = None             # None: <op>-<UTC time>
     target_gpu: str = "H200 SXM 141GB"    # hardware described to the model when no GPU is visible
@@ -226,6 +230,8 @@ def validate(cfg: OptimizeConfig) -> None:
          "eval.device must be auto, cpu or cuda[:i]"),
         (cfg.live in ("auto", "on", "off"), "live must be auto, on or off"),
         (cfg.eval.confirm_repeats >= 0, "eval.confirm_repeats must be >= 0"),
+        (cfg.feedback or not cfg.dropout.enabled,
+         "feedback=false (best-of-N) needs dropout.enabled=false: dropout acts on the feedback it withholds"),
     ]
     for ok, msg in checks:
         if not ok:

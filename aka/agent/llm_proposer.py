@@ -16,6 +16,8 @@ from aka.agent.edits import parse_reply
 from aka.agent.prompts import PromptRenderer, hardware_context, task_context
 from aka.llm import BudgetExceeded, Message, TransientLLMError, UnreachableLLMError
 
+SEED_STRIDE = 1_000_000   # sample indices of one seed: rounds x n stay far below it
+
 ASK_FIRST = ("Write the kernel: one complete file in a ```python block, after a short plan and the "
              "TECHNIQUES line.")
 ASK_IMPROVE = ("Improve on the parent kernel {pid}: find what the roofline signal says is limiting it and "
@@ -24,8 +26,13 @@ ASK_FIX = "No kernel passes yet. Fix what failed, or start over with a simpler c
 
 
 class LLMProposer:
-    def __init__(self, llm, renderer: PromptRenderer, cfg: LLMConfig, *, store=None, target_gpu: str = ""):
+    def __init__(self, llm, renderer: PromptRenderer, cfg: LLMConfig, *, store=None, target_gpu: str = "",
+                 independent: bool = False, seed: int = 0):
         self.llm = llm
+        # The response cache keys on the sample index: without the seed in it, runs that differ only
+        # in seed would replay one cached sample, and an experiment's seeds would not be replicates.
+        self.sample_base = seed * SEED_STRIDE
+        self.independent = independent  # best-of-N: every round a fresh conversation (no feedback)
         self.renderer = renderer
         self.cfg = cfg
         self.store = store
@@ -93,6 +100,8 @@ class LLMProposer:
 
     def propose(self, ctx: RoundContext, n: int) -> list[Proposal]:
         system = self.renderer.render("system.j2")
+        if self.independent:
+            self._pending_fresh = True
         user, fresh = self.build_user_message(ctx)
         messages = self._conversation(user, fresh)
         self._pending_fresh = False
@@ -103,7 +112,8 @@ class LLMProposer:
         for i in range(n):
             try:
                 c = self.llm.complete(messages, system=system, max_tokens=self.cfg.max_tokens,
-                                      temperature=self.cfg.temperature, sample_index=ctx.round * n + i)
+                                      temperature=self.cfg.temperature,
+                                      sample_index=self.sample_base + ctx.round * n + i)
             except BudgetExceeded:
                 if not out:
                     raise

@@ -193,6 +193,8 @@ class Optimizer:
 
     def context(self, r: int) -> RoundContext:
         st = self.state
+        if not self.cfg.feedback:
+            return self.blank_context(r)
         parent = st.get(st.parent_override) or st.incumbent
         sig = Signals.from_result(parent.result if parent else None, self.task.weights, self.small_ids, st.failure)
         hits = []
@@ -205,6 +207,16 @@ class Optimizer:
         return RoundContext(r, self.problem, self.task, self.device, parent, st.incumbent, list(st.history),
                             list(st.last), sig, hits, st.techniques(), st.tried_lines(), st.summary(),
                             st.failure, st.pending_dropout)
+
+    def blank_context(self, r: int) -> RoundContext:
+        """The best-of-N control: what round 1 sees, every round (no parent, results, history or
+        failure), so samples are independent; the incumbent is still kept as the best of them."""
+        sig = signals(None, self.task.weights, self.small_ids)
+        hits = []
+        if self.retriever is not None and self.cfg.retrieval.enabled:
+            hits = self.retriever.retrieve(self.problem, sig, [], self.cfg.retrieval.k)
+            self.emit("retrieval", round=r, hits=[h.id for h in hits], dropped=[])
+        return RoundContext(r, self.problem, self.task, self.device, None, None, [], [], sig, hits, [], [], {})
 
     def admit(self, p: Proposal, r: int) -> Candidate:
         c = Candidate(self.state.next_id(), r, p.source, p.kind, p.parent, p.techniques, dict(p.meta), p.error)

@@ -28,7 +28,9 @@ defaults first, else the best point of the best other family.
 from __future__ import annotations
 
 import ast
+import itertools
 import json
+import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,8 +76,10 @@ class Family:
     techniques: list[str] = field(default_factory=list)
 
 
-def load_families(kernels_dir: Path, problem: Problem) -> tuple[list[Family], str, list[str]]:
-    """(families, "op" | "category" | "none", warnings for files that break the contract)."""
+def load_families(kernels_dir: Path, problem: Problem, exclude_op: bool = False) -> tuple[list[Family], str, list[str]]:
+    """(families, "op" | "category" | "none", warnings for files that break the contract).
+    exclude_op (leave-op-out): the op's own kernels are withheld, and so is any category kernel
+    whose front matter lists the op."""
     def load(paths) -> tuple[list[Family], list[str]]:
         fams, warns = [], []
         for p in paths:
@@ -95,17 +99,35 @@ def load_families(kernels_dir: Path, problem: Problem) -> tuple[list[Family], st
                                [str(t) for t in meta.get("techniques") or []]))
         return fams, warns
 
-    own = sorted((kernels_dir / problem.name).glob("*.py")) if (kernels_dir / problem.name).is_dir() else []
+    own_dir = kernels_dir / problem.name
+    own = sorted(own_dir.glob("*.py")) if own_dir.is_dir() and not exclude_op else []
     fams, warns = load(own)
     if fams:
         return fams, "op", warns
     same = []
     for p in sorted(kernels_dir.glob("*/*.py")):
         meta, _ = read_entry(p)
+        if exclude_op and (p.parent == own_dir or problem.name in _listed_ops(meta)):
+            continue
         if problem.category and meta.get("category") == problem.category:
             same.append(p)
     fams, w2 = load(same)
     return fams, ("category" if fams else "none"), warns + w2
+
+
+def _listed_ops(meta: dict) -> list[str]:
+    out = []
+    for k in ("op", "ops"):
+        v = meta.get(k)
+        out += [str(x) for x in (v if isinstance(v, list) else [v] if v else [])]
+    return out
+
+
+def grid_points(fam: Family) -> list[dict]:
+    """Every point of a family's declared parameter grid (defaults for undeclared parameters)."""
+    names = list(fam.params)
+    return [{**fam.defaults, **dict(zip(names, combo))}
+            for combo in itertools.product(*(fam.params[n] for n in names))]
 
 
 def _key(family: str, params: dict) -> str:
@@ -172,9 +194,17 @@ def recorded_objective(kernel: Path, op: str, device: str, shape_ids: list[str],
 
 
 class OfflineProposer:
-    def __init__(self, problem: Problem, kernels_dir: str | Path | None = None):
+    """exclude_op: leave-op-out (load_families). use_records=False: the knowledge base's recorded
+    measurements are withheld, families go in file order. independent (best-of-N control): round r
+    proposes points (r-1)*n ... r*n-1 of one seeded shuffle of every family's whole declared grid,
+    so no result steers what comes next."""
+
+    def __init__(self, problem: Problem, kernels_dir: str | Path | None = None, *, exclude_op: bool = False,
+                 use_records: bool = True, independent: bool = False, seed: int = 0):
         self.kernels_dir = Path(kernels_dir) if kernels_dir else REPO_ROOT / "knowledge_base" / "kernels"
-        self.families, self.how, self.warnings = load_families(self.kernels_dir, problem)
+        self.families, self.how, self.warnings = load_families(self.kernels_dir, problem, exclude_op)
+        self.use_records, self.independent, self.seed = use_records, independent, seed
+        self._sample: list[tuple[Family, dict]] | None = None
         self.by_id = {f.id: f for f in self.families}
         self.name = "offline"
         self.focus: str | None = None
@@ -218,6 +248,8 @@ class OfflineProposer:
 
     def _by_record(self, ctx: RoundContext) -> list[Family]:
         """The families, those with a recorded objective for this task first (best first)."""
+        if self._ranked is None and not self.use_records:
+            self._ranked = list(self.families)
         if self._ranked is None:
             scored = [recorded_objective(f.path, ctx.problem.name, ctx.device, ctx.task.ids, ctx.task.weights)
                       for f in self.families]
@@ -257,6 +289,8 @@ class OfflineProposer:
     def propose(self, ctx: RoundContext, n: int) -> list[Proposal]:
         if not self.families:
             raise ProposerExhausted(self.banner)
+        if self.independent:
+            return self._propose_independent(ctx, n)
         if self.focus is None:  # after a resume: the focus the last offline proposal recorded
             self.focus = next((c.meta.get("focus") for c in reversed(ctx.history) if c.meta.get("offline")), None)
         tried, passing = self._points(ctx)
@@ -274,3 +308,18 @@ class OfflineProposer:
             raise ProposerExhausted(f"offline proposer: every reachable point of {len(self.families)} "
                                     "kernel families has been evaluated")
         return out
+
+    def _propose_independent(self, ctx: RoundContext, n: int) -> list[Proposal]:
+        if self._sample is None:
+            pts = [(f, p) for f in self.families for p in grid_points(f)]
+            random.Random(f"best-of-n:{self.seed}").shuffle(pts)
+            self._sample = pts
+        start = (ctx.round - 1) * n
+        picked = self._sample[start:start + n]
+        if not picked:
+            raise ProposerExhausted(f"offline best-of-N: all {len(self._sample)} grid points of "
+                                    f"{len(self.families)} families sampled")
+        return [Proposal(set_params(f.source, p), "offline", None, list(f.techniques),
+                         {"offline": {"family": f.id, "params": p, "why": f"independent sample {start + i + 1}"},
+                          "focus": None})
+                for i, (f, p) in enumerate(picked)]

@@ -372,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     """`python -m aka.convert.apply FACTORY --library DIR ...`: the same command outside `aka`."""
     import argparse
     import sys
-    from aka.cli import UserError
+    from aka.errors import UserError
     parser = argparse.ArgumentParser(prog="python -m aka.convert")
     add_apply_parser(parser.add_subparsers(dest="cmd", required=True))
     args = parser.parse_args(["apply"] + list(sys.argv[1:] if argv is None else argv))

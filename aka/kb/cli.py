@@ -168,7 +168,7 @@ def cmd_eval(args) -> int:
 
     from aka.kb import evalset
     from aka.kb.index import DEFAULT_MODE, model_name
-    from aka.cli import UserError
+    from aka.errors import UserError
     console = _console()
     # the default held-out file is the base's own (knowledge_base/heldout_queries.yaml for ours)
     held = None if args.heldout == "-" else Path(args.heldout) if args.heldout else \

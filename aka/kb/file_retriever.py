@@ -17,9 +17,10 @@ from aka.problem import REPO_ROOT, Problem
 
 
 class FileRetriever:
-    def __init__(self, root: str | Path | None = None, max_chars: int = 1800):
+    def __init__(self, root: str | Path | None = None, max_chars: int = 1800, exclude_op: bool = False):
         self.root = Path(root) if root else REPO_ROOT / "knowledge_base"
         self.max_chars = max_chars
+        self.exclude_op = exclude_op  # leave-op-out: entries listing the problem's op are withheld
         self._entries: list[tuple[dict, str, Path]] | None = None
 
     def entries(self) -> list[tuple[dict, str, Path]]:
@@ -42,6 +43,8 @@ class FileRetriever:
         for meta, body, path in self.entries():
             ops = as_list(meta.get("ops")) + as_list(meta.get("op"))
             cats = as_list(meta.get("categories")) + as_list(meta.get("category"))
+            if self.exclude_op and problem.name in ops:
+                continue
             s = 10.0 * (problem.name in ops) + 3.0 * (problem.category in cats if problem.category else 0)
             if s == 0:
                 continue

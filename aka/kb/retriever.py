@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from aka.kb.chunks import meta_list, norm_technique
-from aka.kb.index import RRF_K, KBIndex, Scored
+from aka.kb.index import RRF_K, Filters, KBIndex, Scored
 from aka.kb.retrieval import Hit, Signals, clip
 
 OWN_OP, LISTS_OP, OWN_CATEGORY, OTHER_OP = 2.0, 1.5, 1.2, 0.5
@@ -41,9 +41,10 @@ def symptom_phrases(signals: Signals) -> list[str]:
 
 class ChromaRetriever:
     def __init__(self, kb_root: str | Path | None = None, cache_dir: str | Path | None = None,
-                 max_chars: int = 1800, mode: str | None = None, refresh: bool = True):
+                 max_chars: int = 1800, mode: str | None = None, refresh: bool = True, exclude_op: bool = False):
         self.index = KBIndex(kb_root, cache_dir)
         self.max_chars, self.mode, self.refresh = max_chars, mode, refresh
+        self.exclude_op = exclude_op  # leave-op-out: chunks listing the problem's op are withheld
         self._ready = False
 
     def _ensure(self):
@@ -60,8 +61,9 @@ class ChromaRetriever:
             queries.append(f"{problem.name}: " + "; ".join(phrases))
         fused: dict[str, float] = {}
         items: dict[str, Scored] = {}
+        filters = Filters(exclude_op=problem.name) if self.exclude_op else None
         for q in queries:
-            for r, s in enumerate(self.index.search(q, mode=self.mode), 1):
+            for r, s in enumerate(self.index.search(q, mode=self.mode, filters=filters), 1):
                 fused[s.id] = fused.get(s.id, 0.0) + 1.0 / (RRF_K + r)
                 items[s.id] = s
         done = {norm_technique(t) for t in tried or []}
@@ -117,7 +119,7 @@ def dedup(ranked: list[Scored], k: int) -> list[Scored]:
     return (first + rest)[:k]
 
 
-def make_retriever(kb_dir: str | Path | None = None, max_chars: int = 1800):
+def make_retriever(kb_dir: str | Path | None = None, max_chars: int = 1800, exclude_op: bool = False):
     """ChromaRetriever when the kb extras are installed, else the file-based one."""
     try:
         import chromadb  # noqa: F401
@@ -125,5 +127,5 @@ def make_retriever(kb_dir: str | Path | None = None, max_chars: int = 1800):
         import sentence_transformers  # noqa: F401
     except ImportError:
         from aka.kb.file_retriever import FileRetriever
-        return FileRetriever(kb_dir, max_chars)
-    return ChromaRetriever(kb_dir, max_chars=max_chars)
+        return FileRetriever(kb_dir, max_chars, exclude_op=exclude_op)
+    return ChromaRetriever(kb_dir, max_chars=max_chars, exclude_op=exclude_op)
