@@ -12,7 +12,8 @@ from aka.agent.llm_proposer import LLMProposer
 from aka.agent.loop import Optimizer
 from aka.agent.objective import Score
 from aka.agent.offline import OfflineProposer
-from aka.agent.prompts import PromptRenderer, signals
+from aka.agent.prompts import PromptRenderer
+from aka.kb.retrieval import Signals
 from aka.kb.entries import read_entry
 from aka.kb.file_retriever import FileRetriever
 from aka.agent.shapes import task_shapes
@@ -63,8 +64,8 @@ def test_llm_retrieval_off_full_and_leave_op_out_send_different_prompts():
 
 def test_leave_op_out_withholds_every_entry_listing_the_op():
     problem = load_problem("rms_norm")
-    full = FileRetriever(KB).retrieve(problem, {}, [], 50)
-    held = FileRetriever(KB, exclude_op=True).retrieve(problem, {}, [], 50)
+    full = FileRetriever(KB).retrieve(problem, Signals(), [], 50)
+    held = FileRetriever(KB, exclude_op=True).retrieve(problem, Signals(), [], 50)
     listed = {str(m.get("id") or "") for m, _, _ in FileRetriever(KB).entries()
               if "rms_norm" in (m.get("ops") or []) + ([m["op"]] if m.get("op") else [])}
     assert {h.id for h in full} & listed, "the full arm retrieves the op's own entries"
@@ -90,7 +91,7 @@ def test_llm_best_of_n_sends_the_first_prompt_every_round(tmp_path):
 
 
 def _offline_ctx(problem, task, history, parent=None, r=1):
-    return RoundContext(r, problem, task, "cpu", parent, parent, history, [], signals(None, {}, set()), [], [], [],
+    return RoundContext(r, problem, task, "cpu", parent, parent, history, [], Signals.from_result(None, {}, set()), [], [], [],
                         {})
 
 
@@ -216,7 +217,7 @@ def test_seeds_draw_distinct_samples_through_the_response_cache(tmp_path):
     task = task_shapes(problem, "small", "cpu", 65536)
     inner = ScriptedLLM(["first sample", "second sample", "never needed"])
     cached = CachedLLM(inner, tmp_path / "cache")
-    ctx = RoundContext(1, problem, task, "cpu", None, None, [], [], signals(None, {}, set()), [], [], [], {})
+    ctx = RoundContext(1, problem, task, "cpu", None, None, [], [], Signals.from_result(None, {}, set()), [], [], [], {})
     replies = {}
     for seed in (0, 1, 0):
         prop = LLMProposer(cached, PromptRenderer(), OptimizeConfig().llm, seed=seed)

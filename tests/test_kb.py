@@ -733,4 +733,4 @@ def test_leave_op_out_withholds_every_chunk_listing_the_op(built):
     assert any("softmax" in meta_list(s.meta, "ops") for s in full.ranked(prob, {}, []))
     kept = held.ranked(prob, {}, [])
     assert kept and not any("softmax" in meta_list(s.meta, "ops") for s in kept)
-    assert [h.id for h in held.retrieve(prob, {}, [], 4)] != [h.id for h in full.retrieve(prob, {}, [], 4)]
+    assert [h.id for h in held.retrieve(prob, Signals(), [], 4)] != [h.id for h in full.retrieve(prob, Signals(), [], 4)]

@@ -211,7 +211,7 @@ class Optimizer:
     def blank_context(self, r: int) -> RoundContext:
         """The best-of-N control: what round 1 sees, every round (no parent, results, history or
         failure), so samples are independent; the incumbent is still kept as the best of them."""
-        sig = signals(None, self.task.weights, self.small_ids)
+        sig = Signals.from_result(None, self.task.weights, self.small_ids)
         hits = []
         if self.retriever is not None and self.cfg.retrieval.enabled:
             hits = self.retriever.retrieve(self.problem, sig, [], self.cfg.retrieval.k)
