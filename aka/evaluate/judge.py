@@ -42,7 +42,8 @@ from aka.evaluate.guards import classify_gpu_kernel
 from aka.evaluate.loader import ProblemRuntime, call
 from aka.evaluate.result import EvalResult, ShapeResult, StageFailure
 from aka.evaluate.spec import EvalSpec
-from aka.evaluate.tensors import fingerprint, inject_outliers, same_bits, tensors
+from aka.evaluate.tensors import (dtype_key, fingerprint, inject_outliers, jsonable_args, output_dtype,
+                                  poison_fill, reassemble, same_bits, tensors)
 
 
 class Judge:
@@ -76,7 +77,7 @@ class Judge:
         arena = Arena(self.device)
         _, state = arena.share_tree(dict(ref.state_dict()))
         try:
-            r = self.client.request("build", stage, arena, args=_jsonable_args(args), kwargs=kwargs,
+            r = self.client.request("build", stage, arena, args=jsonable_args(args), kwargs=kwargs,
                                     state=state, seed=self.cfg.seed)
         finally:
             arena.close()
@@ -108,8 +109,8 @@ class Judge:
             names.append(name)
             if shp is None:
                 continue
-            t, d = out_arena.empty(shp, _dtype(dt))
-            _poison_fill(t)
+            t, d = out_arena.empty(shp, output_dtype(dt))
+            poison_fill(t)
             bufs[name], descs_out[name] = t, d
         try:
             r2 = self.client.request("collect", stage, out_arena, outputs=descs_out)
@@ -118,7 +119,7 @@ class Judge:
         if not r2.get("ok"):
             raise StageFailure(r2.get("status", "runtime_error"), r2.get("reason", "collect failed"), stage)
         self.sync()
-        out = _reassemble(names, bufs, structure)
+        out = reassemble(names, bufs, structure)
         return out, shared
 
     def _record_evidence(self, shape_id: str, ev: dict) -> None:
@@ -399,7 +400,7 @@ class Judge:
                 nbytes += sum(t.numel() * t.element_size() for t in tensors(out))
                 first = next((t for t in tensors(inputs) if t.is_floating_point()), None)
                 sr.bytes = float(nbytes)
-                key = _dtype_key(first.dtype) if first is not None else "fp32"
+                key = dtype_key(first.dtype) if first is not None else "fp32"
                 sr.flops = {key: float(fc.get_total_flops())} if fc.get_total_flops() else {}
                 del out, inputs, ref
             except Exception as e:  # noqa: BLE001 - a cost we cannot count is reported, not fatal
@@ -424,49 +425,6 @@ class Judge:
         else:
             env["gpu"] = None
         return env
-
-
-def _poison_fill(t: torch.Tensor) -> None:
-    if t.is_floating_point() or t.is_complex():
-        t.fill_(float("nan"))
-    elif t.dtype == torch.bool:
-        t.fill_(True)
-    else:
-        t.fill_(-1 if t.dtype.is_signed else 255)
-
-
-def _reassemble(names: list, bufs: dict, structure: list):
-    """The candidate's result as the comparator expects it: a tensor, a list or a dict of buffers."""
-    if names == ["0"]:
-        return bufs.get("0")
-    if names and all(n.isdigit() for n in names) and names == [str(i) for i in range(len(names))]:
-        return [bufs.get(n) for n in names]
-    return {n: bufs.get(n) for n in names}
-
-
-def _dtype(name: str) -> torch.dtype:
-    dt = getattr(torch, str(name), None)
-    if not isinstance(dt, torch.dtype):
-        raise StageFailure("incorrect", f"candidate output has an unknown dtype {name!r}", "correctness")
-    return dt
-
-
-def _jsonable_args(args) -> list:
-    out = []
-    for a in args:
-        if isinstance(a, (int, float, str, bool, type(None), list, dict)):
-            out.append(a)
-        else:
-            raise StageFailure("crashed", f"init argument of type {type(a).__name__} cannot reach the runner",
-                               "first_call")
-    return out
-
-
-def _dtype_key(dt: torch.dtype) -> str:
-    if dt in cmp.FP8_DTYPES:
-        return "fp8"
-    return {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16", torch.float64: "fp64",
-            torch.int8: "int8"}.get(dt, "fp32")
 
 
 def main(argv: list[str]) -> int:
