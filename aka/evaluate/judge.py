@@ -69,6 +69,18 @@ class Judge:
             torch.cuda.synchronize()
 
     # -- the runner, through the judge's eyes -------------------------------------------------
+    def ask(self, op: str, stage: str, arena: Arena | None = None, **kw) -> dict:
+        """One runner command; its failure is the candidate's verdict at `stage`. The arena's fds
+        are closed once sent (the runner holds its own copies)."""
+        try:
+            r = self.client.request(op, stage, arena, **kw)
+        finally:
+            if arena is not None:
+                arena.close()
+        if not r.get("ok"):
+            raise StageFailure(r.get("status", "runtime_error"), r.get("reason") or f"{op} failed", stage)
+        return r
+
     def build(self, shape, stage: str):
         """The reference here, the candidate in the runner with the reference's weights."""
         torch.manual_seed(self.cfg.seed)
@@ -76,13 +88,7 @@ class Judge:
         args, kwargs = self.rt.init_args(shape.to_spec)
         arena = Arena(self.device)
         _, state = arena.share_tree(dict(ref.state_dict()))
-        try:
-            r = self.client.request("build", stage, arena, args=jsonable_args(args), kwargs=kwargs,
-                                    state=state, seed=self.cfg.seed)
-        finally:
-            arena.close()
-        if not r.get("ok"):
-            raise StageFailure(r.get("status", "runtime_error"), r.get("reason", "build failed"), stage)
+        self.ask("build", stage, arena, args=jsonable_args(args), kwargs=kwargs, state=state, seed=self.cfg.seed)
         return ref
 
     def run_candidate(self, inputs: dict, shape_id: str, stage: str):
@@ -91,12 +97,7 @@ class Judge:
         (output shaped like the candidate's result, the shared inputs as the runner left them)."""
         arena = Arena(self.device)
         shared, descs = arena.share_tree(inputs)
-        try:
-            r = self.client.request("forward", stage, arena, inputs=descs)
-        finally:
-            arena.close()
-        if not r.get("ok"):
-            raise StageFailure(r.get("status", "runtime_error"), r.get("reason", "forward failed"), stage)
+        r = self.ask("forward", stage, arena, inputs=descs)
         if r.get("guards"):
             raise StageFailure("rejected", "candidate replaced functions the harness relies on: "
                                + ", ".join(map(str, r["guards"][:8])), stage)
@@ -112,12 +113,7 @@ class Judge:
             t, d = out_arena.empty(shp, output_dtype(dt))
             poison_fill(t)
             bufs[name], descs_out[name] = t, d
-        try:
-            r2 = self.client.request("collect", stage, out_arena, outputs=descs_out)
-        finally:
-            out_arena.close()
-        if not r2.get("ok"):
-            raise StageFailure(r2.get("status", "runtime_error"), r2.get("reason", "collect failed"), stage)
+        self.ask("collect", stage, out_arena, outputs=descs_out)
         self.sync()
         out = reassemble(names, bufs, structure)
         return out, shared
@@ -139,10 +135,8 @@ class Judge:
         self.client.wait_ready(lambda: self.progress("runner_start"))
         self.progress("import")
         t0 = time.perf_counter()
-        r = self.client.request("import", "import", path=self.spec.candidate, model_class=self.spec.model_class,
-                                kernels=list(self.spec.kernels), kind=self.spec.problem.get("kind"))
-        if not r.get("ok"):
-            raise StageFailure(r.get("status", "compile_error"), r.get("reason", "import failed"), "import")
+        self.ask("import", "import", path=self.spec.candidate, model_class=self.spec.model_class,
+                 kernels=list(self.spec.kernels), kind=self.spec.problem.get("kind"))
         self.timer["import_s"] = time.perf_counter() - t0
 
     def stage_first_call(self, shape) -> None:
@@ -275,12 +269,7 @@ class Judge:
             torch.manual_seed(self.cfg.seed + 77)
             arena = Arena(self.device)
             _, descs = arena.share_tree(self.rt.make_inputs(shape.to_spec))
-            try:
-                r = self.client.request("profile", "fallback", arena, inputs=descs)
-            finally:
-                arena.close()
-        if not r.get("ok"):
-            raise StageFailure(r.get("status", "runtime_error"), r.get("reason", "profile failed"), "fallback")
+            r = self.ask("profile", "fallback", arena, inputs=descs)
         own = set(self.spec.kernels)
         rows, bad, own_seen, streams = {}, [], False, set()
         for name, us, stream in r.get("kernels") or []:
