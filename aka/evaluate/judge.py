@@ -42,7 +42,8 @@ from aka.evaluate.guards import classify_gpu_kernel
 from aka.evaluate.loader import ProblemRuntime, call
 from aka.evaluate.result import EvalResult, ShapeResult, StageFailure
 from aka.evaluate.spec import EvalSpec
-from aka.evaluate.tensors import fingerprint, inject_outliers, same_bits, tensors
+from aka.evaluate.tensors import (dtype_key, fingerprint, inject_outliers, jsonable_args, output_dtype,
+                                  poison_fill, reassemble, same_bits, tensors)
 
 
 class Judge:
@@ -68,6 +69,18 @@ class Judge:
             torch.cuda.synchronize()
 
     # -- the runner, through the judge's eyes -------------------------------------------------
+    def ask(self, op: str, stage: str, arena: Arena | None = None, **kw) -> dict:
+        """One runner command; its failure is the candidate's verdict at `stage`. The arena's fds
+        are closed once sent (the runner holds its own copies)."""
+        try:
+            r = self.client.request(op, stage, arena, **kw)
+        finally:
+            if arena is not None:
+                arena.close()
+        if not r.get("ok"):
+            raise StageFailure(r.get("status", "runtime_error"), r.get("reason") or f"{op} failed", stage)
+        return r
+
     def build(self, shape, stage: str):
         """The reference here, the candidate in the runner with the reference's weights."""
         torch.manual_seed(self.cfg.seed)
@@ -75,13 +88,7 @@ class Judge:
         args, kwargs = self.rt.init_args(shape.to_spec)
         arena = Arena(self.device)
         _, state = arena.share_tree(dict(ref.state_dict()))
-        try:
-            r = self.client.request("build", stage, arena, args=_jsonable_args(args), kwargs=kwargs,
-                                    state=state, seed=self.cfg.seed)
-        finally:
-            arena.close()
-        if not r.get("ok"):
-            raise StageFailure(r.get("status", "runtime_error"), r.get("reason", "build failed"), stage)
+        self.ask("build", stage, arena, args=jsonable_args(args), kwargs=kwargs, state=state, seed=self.cfg.seed)
         return ref
 
     def run_candidate(self, inputs: dict, shape_id: str, stage: str):
@@ -90,12 +97,7 @@ class Judge:
         (output shaped like the candidate's result, the shared inputs as the runner left them)."""
         arena = Arena(self.device)
         shared, descs = arena.share_tree(inputs)
-        try:
-            r = self.client.request("forward", stage, arena, inputs=descs)
-        finally:
-            arena.close()
-        if not r.get("ok"):
-            raise StageFailure(r.get("status", "runtime_error"), r.get("reason", "forward failed"), stage)
+        r = self.ask("forward", stage, arena, inputs=descs)
         if r.get("guards"):
             raise StageFailure("rejected", "candidate replaced functions the harness relies on: "
                                + ", ".join(map(str, r["guards"][:8])), stage)
@@ -108,17 +110,12 @@ class Judge:
             names.append(name)
             if shp is None:
                 continue
-            t, d = out_arena.empty(shp, _dtype(dt))
-            _poison_fill(t)
+            t, d = out_arena.empty(shp, output_dtype(dt))
+            poison_fill(t)
             bufs[name], descs_out[name] = t, d
-        try:
-            r2 = self.client.request("collect", stage, out_arena, outputs=descs_out)
-        finally:
-            out_arena.close()
-        if not r2.get("ok"):
-            raise StageFailure(r2.get("status", "runtime_error"), r2.get("reason", "collect failed"), stage)
+        self.ask("collect", stage, out_arena, outputs=descs_out)
         self.sync()
-        out = _reassemble(names, bufs, structure)
+        out = reassemble(names, bufs, structure)
         return out, shared
 
     def _record_evidence(self, shape_id: str, ev: dict) -> None:
@@ -138,10 +135,8 @@ class Judge:
         self.client.wait_ready(lambda: self.progress("runner_start"))
         self.progress("import")
         t0 = time.perf_counter()
-        r = self.client.request("import", "import", path=self.spec.candidate, model_class=self.spec.model_class,
-                                kernels=list(self.spec.kernels), kind=self.spec.problem.get("kind"))
-        if not r.get("ok"):
-            raise StageFailure(r.get("status", "compile_error"), r.get("reason", "import failed"), "import")
+        self.ask("import", "import", path=self.spec.candidate, model_class=self.spec.model_class,
+                 kernels=list(self.spec.kernels), kind=self.spec.problem.get("kind"))
         self.timer["import_s"] = time.perf_counter() - t0
 
     def stage_first_call(self, shape) -> None:
@@ -274,12 +269,7 @@ class Judge:
             torch.manual_seed(self.cfg.seed + 77)
             arena = Arena(self.device)
             _, descs = arena.share_tree(self.rt.make_inputs(shape.to_spec))
-            try:
-                r = self.client.request("profile", "fallback", arena, inputs=descs)
-            finally:
-                arena.close()
-        if not r.get("ok"):
-            raise StageFailure(r.get("status", "runtime_error"), r.get("reason", "profile failed"), "fallback")
+            r = self.ask("profile", "fallback", arena, inputs=descs)
         own = set(self.spec.kernels)
         rows, bad, own_seen, streams = {}, [], False, set()
         for name, us, stream in r.get("kernels") or []:
@@ -399,7 +389,7 @@ class Judge:
                 nbytes += sum(t.numel() * t.element_size() for t in tensors(out))
                 first = next((t for t in tensors(inputs) if t.is_floating_point()), None)
                 sr.bytes = float(nbytes)
-                key = _dtype_key(first.dtype) if first is not None else "fp32"
+                key = dtype_key(first.dtype) if first is not None else "fp32"
                 sr.flops = {key: float(fc.get_total_flops())} if fc.get_total_flops() else {}
                 del out, inputs, ref
             except Exception as e:  # noqa: BLE001 - a cost we cannot count is reported, not fatal
@@ -424,49 +414,6 @@ class Judge:
         else:
             env["gpu"] = None
         return env
-
-
-def _poison_fill(t: torch.Tensor) -> None:
-    if t.is_floating_point() or t.is_complex():
-        t.fill_(float("nan"))
-    elif t.dtype == torch.bool:
-        t.fill_(True)
-    else:
-        t.fill_(-1 if t.dtype.is_signed else 255)
-
-
-def _reassemble(names: list, bufs: dict, structure: list):
-    """The candidate's result as the comparator expects it: a tensor, a list or a dict of buffers."""
-    if names == ["0"]:
-        return bufs.get("0")
-    if names and all(n.isdigit() for n in names) and names == [str(i) for i in range(len(names))]:
-        return [bufs.get(n) for n in names]
-    return {n: bufs.get(n) for n in names}
-
-
-def _dtype(name: str) -> torch.dtype:
-    dt = getattr(torch, str(name), None)
-    if not isinstance(dt, torch.dtype):
-        raise StageFailure("incorrect", f"candidate output has an unknown dtype {name!r}", "correctness")
-    return dt
-
-
-def _jsonable_args(args) -> list:
-    out = []
-    for a in args:
-        if isinstance(a, (int, float, str, bool, type(None), list, dict)):
-            out.append(a)
-        else:
-            raise StageFailure("crashed", f"init argument of type {type(a).__name__} cannot reach the runner",
-                               "first_call")
-    return out
-
-
-def _dtype_key(dt: torch.dtype) -> str:
-    if dt in cmp.FP8_DTYPES:
-        return "fp8"
-    return {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16", torch.float64: "fp64",
-            torch.int8: "int8"}.get(dt, "fp32")
 
 
 def main(argv: list[str]) -> int:

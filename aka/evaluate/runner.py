@@ -135,6 +135,14 @@ def serve(chan: Channel, device: str, violations: list, arm) -> None:
     from aka.evaluate.guards import _guarded
     guarded_classes = {obj for obj, _ in _guarded() if isinstance(obj, type)} | {AtenLog, LaunchLog}
 
+    def opened(descs, fds, keep):
+        """The message's tensors, mapped; its fds closed (the mappings keep the memory)."""
+        try:
+            return _open_tree(descs, fds, keep)
+        finally:
+            for fd in fds:
+                _close(fd)
+
     def op_import(msg, fds):
         t0 = time.perf_counter()
         arm(guarded_classes)
@@ -175,11 +183,7 @@ def serve(chan: Channel, device: str, violations: list, arm) -> None:
     def op_forward(msg, fds):
         """Run one forward on the judge's inputs; keep the output until `collect` copies it out."""
         keep = []
-        try:
-            inputs = _open_tree(msg["inputs"], fds, keep)
-        finally:
-            for fd in fds:
-                _close(fd)
+        inputs = opened(msg["inputs"], fds, keep)
         launches.reset()
         alog = _AtenLog(launches)
         try:
@@ -201,12 +205,7 @@ def serve(chan: Channel, device: str, violations: list, arm) -> None:
 
     def op_collect(msg, fds):
         """Copy the kept output into the judge's buffers (one per tensor output, by name)."""
-        keep = []
-        try:
-            bufs = _open_tree(msg["outputs"], fds, keep)
-        finally:
-            for fd in fds:
-                _close(fd)
+        bufs = opened(msg["outputs"], fds, [])
         flat = dict(state.pop("out", []))
         with _no_grad():
             for name, buf in bufs.items():

@@ -8,6 +8,7 @@ import hashlib
 import torch
 
 from aka.evaluate import compare as cmp
+from aka.evaluate.result import StageFailure
 
 
 def to_host(x):
@@ -120,3 +121,48 @@ def inject_outliers(inputs: dict, exempt: set[str], frac: float, scale: float, g
 
 
 tensors = _tensors  # public name: every tensor of a nested output
+
+
+# -- the judge's side of the runner's outputs and arguments ----------------------------------
+
+def poison_fill(t: torch.Tensor) -> None:
+    if t.is_floating_point() or t.is_complex():
+        t.fill_(float("nan"))
+    elif t.dtype == torch.bool:
+        t.fill_(True)
+    else:
+        t.fill_(-1 if t.dtype.is_signed else 255)
+
+
+def reassemble(names: list, bufs: dict, structure: list):
+    """The candidate's result as the comparator expects it: a tensor, a list or a dict of buffers."""
+    if names == ["0"]:
+        return bufs.get("0")
+    if names and all(n.isdigit() for n in names) and names == [str(i) for i in range(len(names))]:
+        return [bufs.get(n) for n in names]
+    return {n: bufs.get(n) for n in names}
+
+
+def output_dtype(name: str) -> torch.dtype:
+    dt = getattr(torch, str(name), None)
+    if not isinstance(dt, torch.dtype):
+        raise StageFailure("incorrect", f"candidate output has an unknown dtype {name!r}", "correctness")
+    return dt
+
+
+def jsonable_args(args) -> list:
+    out = []
+    for a in args:
+        if isinstance(a, (int, float, str, bool, type(None), list, dict)):
+            out.append(a)
+        else:
+            raise StageFailure("crashed", f"init argument of type {type(a).__name__} cannot reach the runner",
+                               "first_call")
+    return out
+
+
+def dtype_key(dt: torch.dtype) -> str:
+    if dt in cmp.FP8_DTYPES:
+        return "fp8"
+    return {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16", torch.float64: "fp64",
+            torch.int8: "int8"}.get(dt, "fp32")
