@@ -118,7 +118,10 @@ def _parse_shapes(raw: dict, where: Path, info: dict | None = None) -> dict[str,
         if unknown:
             raise ProblemError(f"malformed shapes in {where}: entry {sid!r} has unknown key(s) "
                                f"{', '.join(sorted(unknown))} (expected init_kwargs, input_kwargs)")
-        init, inp = entry.get("init_kwargs", {}), entry.get("input_kwargs", {})
+        # Atrex-Bench writes `"init_kwargs": null` for a Model without constructor arguments
+        # (153 of its 440 shape entries): null is the empty object.
+        init, inp = entry.get("init_kwargs"), entry.get("input_kwargs")
+        init, inp = ({} if init is None else init), ({} if inp is None else inp)
         if not isinstance(init, dict) or not isinstance(inp, dict):
             raise ProblemError(f"malformed shapes in {where}: entry {sid!r} needs init_kwargs and input_kwargs objects")
         shapes[str(sid)] = ShapeCase(str(sid), init, inp, dict((info or {}).get(str(sid), {})))
@@ -154,6 +157,9 @@ def _atrex_meta(path: Path) -> dict:
         meta["shapes"] = {k: {"description": v.get("description", "")} for k, v in md["shapes"].items()}
     if md.get("importance_score") is not None:
         meta["importance"] = md["importance_score"]
+    category = atrex_category(path.name)
+    if category:
+        meta["category"] = category
     roof = path / "roofline.json"
     if roof.exists():
         per_shape = {}
@@ -165,6 +171,19 @@ def _atrex_meta(path: Path) -> dict:
         if per_shape:
             meta["cost"] = {"per_shape": per_shape}
     return meta
+
+
+ATREX_OPS = REPO_ROOT / "bench" / "atrex_ops.json"
+
+
+def atrex_category(name: str) -> str | None:
+    """The 15-way category of an Atrex-Bench operator: that of the bundled operator of the same
+    family that bench/atrex_ops.json names (its meta.json holds the category), or None."""
+    try:
+        ours = json.loads(ATREX_OPS.read_text())["ops"].get(name)
+        return json.loads((BENCH_OPS / ours / "meta.json").read_text()).get("category") if ours else None
+    except (OSError, KeyError, json.JSONDecodeError):
+        return None
 
 
 _ATREX_DT = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32", "fp8": "fp8", "f32": "fp32"}

@@ -168,3 +168,29 @@ def test_weights_from_measured_times_refuse_a_partial_run(tmp_path, capsys):
         got.append(json.loads((tmp_path / "w.json").read_text())["weights"])
     assert all(math.isclose(sum(w.values()), 1.0) for w in got)
     assert got[1]["rms_norm"] > 2 * got[0]["rms_norm"] > 0
+
+
+def _suite_with_a_broken_op(tmp_path):
+    import shutil
+    fixtures = REPO_ROOT / "tests" / "fixtures" / "problems"
+    root = tmp_path / "data"
+    for name in ("atrex_silu_mul_nulls", "vec_add"):
+        shutil.copytree(fixtures / name, root / name)
+    shutil.copytree(fixtures / "atrex_silu_mul_nulls", root / "broken_op")
+    (root / "broken_op" / "shapes.json").write_text('{"0": {"init_kwargs": [1], "input_kwargs": {}}}')
+    return root
+
+
+def test_a_broken_operator_is_named_and_the_rest_of_the_suite_loads(tmp_path, capsys):
+    from aka.cli import main
+    from aka.problem import ProblemError
+    root = _suite_with_a_broken_op(tmp_path)
+    suite = load_suite(root)
+    assert [p.name for p in suite.problems] == ["atrex_silu_mul_nulls", "vec_add"]
+    assert [n for n, _ in suite.failed] == ["broken_op"] and "needs init_kwargs" in suite.failed[0][1]
+    assert main(["bench", "list", "--suite", str(root)]) == 0
+    out = capsys.readouterr()
+    assert "skipped broken_op, it does not load" in out.err and "2 operators, 6 shapes" in out.out
+    with pytest.raises(ProblemError, match="requested op broken_op does not load"):
+        load_suite(root, ["broken_op"])
+    assert load_suite(root, ["vec_add"]).failed == []

@@ -160,3 +160,33 @@ def test_kernelbench_file_errors(tmp_path):
         load_problem(txt)
     with pytest.raises(ProblemError, match="problem not found"):
         load_problem(tmp_path / "nope")
+
+
+def test_atrex_null_init_kwargs_load_as_empty_and_run():
+    """Atrex-Bench writes `"init_kwargs": null` for a Model without arguments (153 of its 440 entries)."""
+    p = load_problem(PROBLEMS / "atrex_silu_mul_nulls")
+    assert p.kind == "atrex" and [s.init_kwargs for s in p.shapes.values()] == [{}, {}, {}]
+    assert p.shapes["1"].input_kwargs == {"num_tokens": 17, "d": 333}
+    rt = ProblemRuntime(p.worker_spec(), "cpu")
+    inputs = rt.make_inputs(p.shapes["1"].to_json())
+    out = call(rt.make_reference(p.shapes["1"].to_json()), inputs)
+    assert out.shape == (17, 333) and out.dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("text", ['{"0": {"init_kwargs": null, "input_kwargs": null}}',
+                                  '{"0": {"input_kwargs": {"n": 5}}}'])
+def test_null_or_absent_kwargs_are_empty(opdir, text):
+    (opdir / "shapes.json").write_text(text)
+    p = load_problem(opdir)
+    assert p.shapes["0"].init_kwargs == {} and p.shapes["0"].input_kwargs in ({}, {"n": 5})
+
+
+def test_atrex_ops_we_know_take_the_category_of_our_operator(tmp_path):
+    from aka.problem import ATREX_OPS, BENCH_OPS
+    known = json.loads(ATREX_OPS.read_text())["ops"]
+    for atrex_name, ours in known.items():
+        assert (BENCH_OPS / ours / "meta.json").exists(), (atrex_name, ours)
+    dst = tmp_path / "silu_and_mul"  # an Atrex-Bench name, in the Atrex layout
+    shutil.copytree(PROBLEMS / "atrex_silu_mul_nulls", dst)
+    assert load_problem(dst).category == "Activation"
+    assert load_problem(PROBLEMS / "atrex_silu_mul_nulls").category is None  # a name we do not know

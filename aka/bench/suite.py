@@ -3,7 +3,7 @@ of KernelBench problem files; and the importance weight of each."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from aka.problem import BENCH_OPS, REPO_ROOT, Problem, ProblemError, load_problem
@@ -18,6 +18,8 @@ class Suite:
     problems: list[Problem]
     weights: dict[str, float]
     weights_source: str
+    # (entry name, one-line reason) for every operator that did not load: the rest still list and run
+    failed: list[tuple[str, str]] = field(default_factory=list)
 
     def weight(self, op: str) -> float:
         return self.weights.get(op, 0.0)
@@ -29,9 +31,13 @@ def load_suite(path: str | Path | None = None, ops: list[str] | None = None,
     if not root.is_dir():
         raise ProblemError(f"suite not found: {root}")
     problems: list[Problem] = []
+    failed: list[tuple[str, str]] = []
     for entry in sorted(root.iterdir()):
         if entry.is_dir() and (entry / "reference.py").exists():
-            problems.append(load_problem(entry))
+            try:
+                problems.append(load_problem(entry))
+            except ProblemError as e:  # one broken operator must not hide the others
+                failed.append((entry.name, str(e)))
         elif entry.is_file() and entry.suffix == ".py" and not entry.name.startswith("_"):
             try:
                 problems.append(load_problem(entry))
@@ -39,14 +45,19 @@ def load_suite(path: str | Path | None = None, ops: list[str] | None = None,
                 continue  # helper modules in a KernelBench folder
     if ops:
         wanted = set(ops)
+        broken = {n: why for n, why in failed if n in wanted}
+        if broken:
+            n, why = next(iter(broken.items()))
+            raise ProblemError(f"requested op {n} does not load: {why}")
         unknown = wanted - {p.name for p in problems}
         if unknown:
             raise ProblemError(f"unknown op(s) in suite {root}: {', '.join(sorted(unknown))}")
-        problems = [p for p in problems if p.name in wanted]
+        problems, failed = [p for p in problems if p.name in wanted], []
     if not problems:
-        raise ProblemError(f"no problems found under {root}")
+        why = f": {len(failed)} failed to load, first {failed[0][0]}: {failed[0][1]}" if failed else ""
+        raise ProblemError(f"no problems found under {root}{why}")
     weights, source = _weights(problems, root, weights_file)
-    return Suite(root.name, root, problems, weights, source)
+    return Suite(root.name, root, problems, weights, source, failed)
 
 
 def _weights(problems: list[Problem], root: Path, weights_file) -> tuple[dict[str, float], str]:
