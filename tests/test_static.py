@@ -213,3 +213,38 @@ def test_launch_hooks_are_flagged(snippet):
 def test_non_jit_call_inside_a_kernel_is_flagged():
     src = BASE.replace("    mask = offs < n\n", "    mask = offs < n\n    helper()\n", 1) + "\n\ndef helper():\n    pass\n"
     assert not check_source(src).ok
+
+
+# A parameter or local named like a banned builtin is the candidate's value, not the builtin:
+# KernelBench-X references name their first parameter `input` in 116 of 184 tasks.
+SHADOWED = [
+    "def relu(input, inplace=False):\n    out = torch.empty_like(input)\n    return out if input is None else input",
+    "def f(x):\n    input = x * 2\n    return input(3) if callable(input) else input",
+    "def f(x):\n    for open in (x, x):\n        open(1)",
+    "def outer(input):\n    def inner():\n        return input(1)\n    return inner",
+    "g = lambda input: input(1)",
+    "def f(xs):\n    return [input(1) for input in xs]",
+    "def f(x):\n    try:\n        return x\n    except ValueError as input:\n        return input",
+]
+
+
+@pytest.mark.parametrize("snippet", SHADOWED, ids=range(len(SHADOWED)))
+def test_a_parameter_or_local_named_like_a_builtin_is_not_the_builtin(snippet):
+    assert "builtin" not in rules_of(with_line(snippet))
+
+
+# ... while every way of reaching the builtin itself still fires, on the line that reaches it.
+REACHED = [
+    ("def f(x):\n    return input('?')", 2),
+    ("def f(x, input=input):\n    return input(x)", 1),          # a default is the enclosing scope's
+    ("eval = eval\ndef f(x):\n    return eval(x)", 1),             # module-level rebinding
+    ("class A:\n    open = open", 2),                               # class-level rebinding
+    ("def f(xs):\n    return [o(1) for o in (open,)]", 2),          # the first iterable is outside
+    ("def f(x):\n    global input\n    return input(x)", 3),
+    ("def outer():\n    input = 1\n    class C:\n        def m(self):\n            return eval('1')\n    return C", 5),
+]
+
+
+@pytest.mark.parametrize("snippet,line", REACHED, ids=range(len(REACHED)))
+def test_the_builtin_itself_is_still_flagged(snippet, line):
+    assert BASE_LINES + line in rules_of(with_line(snippet)).get("builtin", []), snippet
