@@ -1,11 +1,13 @@
-"""Which problems a suite holds: the bundled benchmark, an Atrex-Bench `data/` folder, or a folder
-of KernelBench problem files; and the importance weight of each."""
+"""Which problems a suite holds: the bundled benchmark, an Atrex-Bench `data/` folder, a folder
+of KernelBench problem files, or KernelBench-X (its checkout, `data/` or `data/kernelbenchx/`
+folder, or one category folder); and the importance weight of each."""
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from aka.kbx import is_kbx_task
 from aka.problem import BENCH_OPS, REPO_ROOT, Problem, ProblemError, load_problem
 
 WEIGHTS_FILE = REPO_ROOT / "bench" / "weights.json"
@@ -30,15 +32,19 @@ def load_suite(path: str | Path | None = None, ops: list[str] | None = None,
     root = Path(path).expanduser().resolve() if path else BENCH_OPS
     if not root.is_dir():
         raise ProblemError(f"suite not found: {root}")
+    for sub in ("data/kernelbenchx", "kernelbenchx"):  # a KernelBench-X checkout or its data/ folder
+        if (root / sub).is_dir():
+            root = root / sub
+            break
     problems: list[Problem] = []
     failed: list[tuple[str, str]] = []
-    for entry in sorted(root.iterdir()):
-        if entry.is_dir() and (entry / "reference.py").exists():
+    for entry in _entries(root):
+        if entry.is_dir() or is_kbx_task(entry):
             try:
                 problems.append(load_problem(entry))
             except ProblemError as e:  # one broken operator must not hide the others
-                failed.append((entry.name, str(e)))
-        elif entry.is_file() and entry.suffix == ".py" and not entry.name.startswith("_"):
+                failed.append((entry.stem, str(e)))
+        else:
             try:
                 problems.append(load_problem(entry))
             except ProblemError:
@@ -58,6 +64,20 @@ def load_suite(path: str | Path | None = None, ops: list[str] | None = None,
         raise ProblemError(f"no problems found under {root}{why}")
     weights, source = _weights(problems, root, weights_file)
     return Suite(root.name, root, problems, weights, source, failed)
+
+
+def _entries(root: Path) -> list[Path]:
+    """Operator directories, problem files, and the task files of KernelBench-X's category
+    folders (`kernelbenchx/<Category>/<task>.py`: a folder without reference.py, one level down)."""
+    out = []
+    for entry in sorted(root.iterdir()):
+        if entry.is_dir() and (entry / "reference.py").exists():
+            out.append(entry)
+        elif entry.is_dir():
+            out += [f for f in sorted(entry.glob("*.py")) if is_kbx_task(f)]
+        elif entry.is_file() and entry.suffix == ".py" and not entry.name.startswith("_"):
+            out.append(entry)
+    return out
 
 
 def _weights(problems: list[Problem], root: Path, weights_file) -> tuple[dict[str, float], str]:

@@ -23,7 +23,7 @@ ALLOWED_IMPORTS = {
 
 RULES: dict[str, str] = {
     "syntax": "the file must parse as Python",
-    "no-model": "the candidate must define class ModelNew (or Model) with the reference's signatures",
+    "no-model": "the candidate must define class ModelNew (or Model) with the reference's signatures (a KernelBench-X candidate: or kernel_function / the task's function)",
     "no-kernel": "the candidate must define at least one @triton.jit kernel: PyTorch is allowed for glue only",
     "import": "only torch, triton and small stdlib helpers may be imported: no os/sys/io/threads/ctypes/numpy, no importing the reference or the harness",
     "builtin": "no eval/exec/compile/open/getattr/setattr/globals/vars/__import__: they read files, hide code or reach into the harness",
@@ -109,7 +109,9 @@ def _is_jit_decorator(d: ast.expr) -> bool:
     return name in {"jit", "autotune", "heuristics"}
 
 
-def check_source(source: str, filename: str = "candidate.py") -> StaticReport:
+def check_source(source: str, filename: str = "candidate.py", functions: list[str] | tuple = ()) -> StaticReport:
+    """`functions`: names of module-level functions that may stand in for class ModelNew/Model
+    (a KernelBench-X problem's `kernel_function` or task function: Problem.candidate_functions)."""
     try:
         tree = parse_py(source, filename=filename)
     except SyntaxError as e:
@@ -119,8 +121,12 @@ def check_source(source: str, filename: str = "candidate.py") -> StaticReport:
 
     classes = [n.name for n in tree.body if isinstance(n, ast.ClassDef)]
     model = "ModelNew" if "ModelNew" in classes else ("Model" if "Model" in classes else None)
+    if model is None and functions:
+        defined = _module_functions(tree)
+        model = next((f for f in functions if f in defined), None)
     if model is None:
-        v.append(Violation("no-model", 1, "no class ModelNew or Model at module level"))
+        also = f" nor function {' / '.join(functions)}" if functions else ""
+        v.append(Violation("no-model", 1, f"no class ModelNew or Model{also} at module level"))
     kernels = [n.name for n in ast.walk(tree)
                if isinstance(n, ast.FunctionDef) and any(_is_jit_decorator(d) for d in n.decorator_list)]
     if not kernels:
@@ -175,6 +181,19 @@ def check_source(source: str, filename: str = "candidate.py") -> StaticReport:
             seen.add(key)
             uniq.append(x)
     return StaticReport(not uniq, uniq, model, kernels)
+
+
+def _module_functions(tree: ast.Module) -> set[str]:
+    """Names a module-level `def` or plain assignment binds (`kernel_function = relu_triton`)."""
+    out = set()
+    for n in tree.body:
+        if isinstance(n, ast.FunctionDef):
+            out.add(n.name)
+        elif isinstance(n, ast.Assign):
+            out |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+        elif isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.value is not None:
+            out.add(n.target.id)
+    return out
 
 
 def _store_targets(t: ast.AST):

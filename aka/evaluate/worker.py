@@ -27,7 +27,7 @@ import torch
 
 from aka.evaluate import compare as cmp
 from aka.evaluate.guards import AtenLog, LaunchLog, Snapshot, classify_gpu_kernel
-from aka.evaluate.loader import ProblemRuntime, call, import_file
+from aka.evaluate.loader import ProblemRuntime, call, candidate_class, import_file
 from aka.evaluate.result import EvalResult, ShapeResult, StageFailure
 
 
@@ -262,7 +262,7 @@ class Worker:
         name = self.spec.get("model_class") or ("ModelNew" if hasattr(mod, "ModelNew") else "Model")
         if not hasattr(mod, name):
             raise StageFailure("compile_error", "candidate defines no ModelNew or Model", "import")
-        self.cand_cls = getattr(mod, name)
+        self.cand_cls = candidate_class(mod, self.spec["problem"]["kind"], name)
         self.check_guards("import")
         self.timer["import_s"] = time.perf_counter() - t0
 
