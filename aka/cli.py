@@ -32,7 +32,7 @@ def cmd_eval(args) -> int:
     from aka.evaluate.api import CandidateError, EvalConfig, evaluate
     from aka.evaluate.report import render
     from aka.evaluate.sandbox import SandboxConfig
-    from aka.problem import ProblemError
+    from aka.problem import ProblemError, load_problem
     from rich.console import Console
 
     console = Console(stderr=False)
@@ -41,10 +41,14 @@ def cmd_eval(args) -> int:
                      ncu_shape=args.ncu_shape,
                      sandbox=SandboxConfig(timeout_s=args.timeout, idle_timeout_s=args.idle_timeout))
     try:
+        problem = load_problem(args.problem)
+        for s in problem.select(args.shapes):
+            if s.info.get("scaled"):  # KernelBench's small shape: say what it changed
+                console.print(f"[dim]shape {s.id}: module constants scaled: {s.info['scaled']}[/]")
         with console.status("evaluating…") as status:
             def progress(msg):
                 status.update(f"{msg.get('stage')} {msg.get('shape') or ''}")
-            res = evaluate(args.problem, args.candidate, shapes=args.shapes, config=cfg, strict=True,
+            res = evaluate(problem, args.candidate, shapes=args.shapes, config=cfg, strict=True,
                            on_progress=progress)
     except (ProblemError, CandidateError) as e:
         raise UserError(str(e)) from None

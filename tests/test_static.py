@@ -248,3 +248,37 @@ REACHED = [
 @pytest.mark.parametrize("snippet,line", REACHED, ids=range(len(REACHED)))
 def test_the_builtin_itself_is_still_flagged(snippet, line):
     assert BASE_LINES + line in rules_of(with_line(snippet)).get("builtin", []), snippet
+
+
+KBX_CAND = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def copy_impl(input):
+    y = torch.empty_like(input)
+    k[(triton.cdiv(input.numel(), 128),)](input, y, input.numel(), BLOCK=128)
+    return y
+'''
+
+
+@pytest.mark.parametrize("tail,entry", [("\nkernel_function = copy_impl\n", "kernel_function"),
+                                        ("\ndef relu(input):\n    return copy_impl(input)\n", "relu"),
+                                        ("\nclass ModelNew(torch.nn.Module):\n    pass\n", "ModelNew")])
+def test_a_kbx_candidate_may_define_kernel_function_or_the_task_function(tail, entry):
+    r = check_source(KBX_CAND + tail, functions=["relu", "kernel_function", "relu_task"])
+    assert r.ok and r.model_class == entry
+    if entry != "ModelNew":  # an operator problem still wants the class
+        bare = check_source(KBX_CAND + tail)
+        assert bare.model_class is None and [v.rule for v in bare.violations] == ["no-model"]
+
+
+def test_a_kbx_candidate_with_no_entry_names_what_it_needs():
+    r = check_source(KBX_CAND, functions=["relu", "kernel_function"])
+    assert not r.ok and "no class ModelNew or Model nor function relu / kernel_function" in r.summary()
