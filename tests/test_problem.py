@@ -321,3 +321,20 @@ def test_kbx_eval_end_to_end_on_cpu(tmp_path):
     wrong = evaluate(KBX, cands / "scaled_silu_ignores_scale.py", config=EvalConfig(device="cpu"))
     assert wrong.status == "incorrect" and wrong.reason.startswith("[correctness] 4 of 6 shapes failed")
     assert [s.id for s in wrong.shapes if not s.correct] == ["1", "2", "4", "5"]
+
+
+def test_kbx_device_arguments_name_the_evaluation_device(tmp_path):
+    """A task whose function takes `device=` (KernelBench-X's logspace): the test passes 'cuda',
+    on CPU every call, captured or passed through to the reference, gets the CPU."""
+    sep = "#" * 146
+    f = tmp_path / "ramp.py"
+    f.write_text(f"import torch\n\ndef ramp(n, scale=1.0, device=None):\n"
+                 f"    return torch.arange(n, device=device) * scale\n\n{sep}\n\nimport torch\n\n"
+                 "def test_ramp():\n    results = {}\n    results['a'] = ramp(4, device='cuda')\n"
+                 "    results['b'] = ramp(7, 2.0, device=torch.device('cuda'))\n    return results\n\n"
+                 "test_results = test_ramp()\n")
+    p = load_problem(f)
+    rt = ProblemRuntime(p.worker_spec(), "cpu")
+    inputs = rt.make_inputs(p.shapes["1"].to_json())
+    assert inputs == {"n": 7, "scale": 2.0, "device": torch.device("cpu")}
+    assert call(rt.make_reference(p.shapes["1"].to_json()), inputs).tolist() == [0, 2, 4, 6, 8, 10, 12]

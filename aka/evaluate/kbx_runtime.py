@@ -114,13 +114,13 @@ class KbxTask:
 
     def capture(self, line: int, bind: dict) -> dict:
         """The inputs of the shape's call: {parameter name: value}, tensors cloned onto the device."""
-        code, fn = self.test.__code__, self.fn
+        code, fn, dev = self.test.__code__, self.fn, self.device
 
         def recorder(*args, **kwargs):
             frame = sys._getframe(1)
             if frame.f_code is code and frame.f_lineno == line and _matches(frame.f_locals, bind):
                 raise _Captured(args, kwargs)
-            return fn(*args, **kwargs)
+            return fn(*(_device_arg(a, dev) for a in args), **{k: _device_arg(v, dev) for k, v in kwargs.items()})
 
         from aka.evaluate.loader import DeviceRedirect
         self.ns[self.fn_name] = recorder
@@ -155,6 +155,10 @@ def _own(v, device: str):
         return v.detach().to(device).clone()
     if isinstance(v, (tuple, list)):
         return type(v)(_own(x, device) for x in v)
+    return _device_arg(v, device)
+
+
+def _device_arg(v, device: str):
     if isinstance(v, torch.device) or (isinstance(v, str) and v.split(":")[0] in ("cuda", "cpu")):
         return torch.device(device)
     return v
