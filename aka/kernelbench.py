@@ -69,7 +69,8 @@ def small_shape(tree: ast.Module) -> dict:
         numel, deps, line = max(sizes, key=lambda s: s[0])
         if numel <= SMALL_ELEMENTS:
             break
-        movable = [u for u in deps if u in cur and cur[u] > min(base[u], SMALL_FLOOR)]
+        # sorted: a tie (height = width = 224) halves the same constant in every process
+        movable = sorted((u for u in deps if u in cur and cur[u] > min(base[u], SMALL_FLOOR)), key=str)
         if not movable:
             at = ", ".join(_unit_name(u) for u in sorted(deps, key=str)) or "no module-level constant"
             raise NoSmallShape(f"the input made at line {line} keeps {numel:,} elements with its sizes "
