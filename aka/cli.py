@@ -70,6 +70,9 @@ def cmd_eval(args) -> int:
         problem = load_problem(args.problem)
         cfg.device = resolve_device(cfg.device)
         shapes = _eval_shapes(args, problem, cfg.device, console)
+        for s in problem.select(shapes):
+            if s.info.get("scaled"):  # KernelBench's small shape: say what it changed
+                console.print(f"[dim]shape {s.id}: module constants scaled: {s.info['scaled']}[/]")
         if console.is_terminal:
             with console.status("evaluating…") as status:
                 res = evaluate(problem, args.candidate, shapes=shapes, config=cfg, strict=True,

@@ -1,4 +1,5 @@
-"""Problems: an operator directory (ours or Atrex-Bench's) or a KernelBench single file.
+"""Problems: an operator directory (ours or Atrex-Bench's), a KernelBench single file
+(aka/kernelbench.py) or a KernelBench-X task file (aka/kbx.py).
 
 Only file discovery and validation happen here; the modules themselves are imported inside the
 evaluation worker (aka/evaluate/loader.py), never in the parent process.
@@ -31,6 +32,8 @@ class ShapeCase:
         return float(self.info.get("weight", 1.0))
 
     def label(self) -> str:
+        if self.info.get("label"):
+            return str(self.info["label"])
         kw = {**self.input_kwargs}
         return ",".join(f"{k}={v}" for k, v in kw.items() if not isinstance(v, (dict, list)))
 
@@ -41,7 +44,7 @@ class ShapeCase:
 @dataclass
 class Problem:
     name: str
-    kind: str  # "opdir" (ours), "atrex" (Atrex-Bench layout), "kernelbench" (single file)
+    kind: str  # "opdir" (ours), "atrex" (Atrex-Bench layout), "kernelbench" (single file), "kbx" (KernelBench-X task)
     root: Path
     reference_path: Path
     input_path: Path | None
@@ -59,6 +62,8 @@ class Problem:
         if spec is None or spec == "all":
             return list(self.shapes.values())
         if spec == "small":
+            if not self.small_shapes and self.meta.get("no_small_shape"):
+                raise ProblemError(f"{self.name}: no small shape exists: {self.meta['no_small_shape']}")
             if not self.small_shapes:
                 raise ProblemError(f"{self.name}: meta.json has no small_shapes")
             return list(self.small_shapes.values())
@@ -71,6 +76,10 @@ class Problem:
             known = ", ".join(list(pool)[:12]) + (" ..." if len(pool) > 12 else "")
             raise ProblemError(f"{self.name}: unknown shape id(s) {', '.join(unknown)} (known: {known})")
         return [pool[i] for i in ids]
+
+    def candidate_functions(self) -> list[str]:
+        """Functions a candidate may define instead of class ModelNew/Model (KernelBench-X only)."""
+        return list((self.meta.get("kbx") or {}).get("candidate_functions") or [])
 
     def worker_spec(self) -> dict:
         return {
@@ -95,7 +104,8 @@ def resolve_problem_path(spec: str | Path) -> Path:
 def load_problem(spec: str | Path) -> Problem:
     path = resolve_problem_path(spec)
     if path.is_file():
-        return _load_kernelbench(path)
+        from aka.kbx import is_kbx_task, load_kbx
+        return load_kbx(path) if is_kbx_task(path) else _load_kernelbench(path)
     return _load_opdir(path)
 
 
@@ -118,7 +128,10 @@ def _parse_shapes(raw: dict, where: Path, info: dict | None = None) -> dict[str,
         if unknown:
             raise ProblemError(f"malformed shapes in {where}: entry {sid!r} has unknown key(s) "
                                f"{', '.join(sorted(unknown))} (expected init_kwargs, input_kwargs)")
-        init, inp = entry.get("init_kwargs", {}), entry.get("input_kwargs", {})
+        # Atrex-Bench writes `"init_kwargs": null` for a Model without constructor arguments
+        # (153 of its 440 shape entries): null is the empty object.
+        init, inp = entry.get("init_kwargs"), entry.get("input_kwargs")
+        init, inp = ({} if init is None else init), ({} if inp is None else inp)
         if not isinstance(init, dict) or not isinstance(inp, dict):
             raise ProblemError(f"malformed shapes in {where}: entry {sid!r} needs init_kwargs and input_kwargs objects")
         shapes[str(sid)] = ShapeCase(str(sid), init, inp, dict((info or {}).get(str(sid), {})))
@@ -154,6 +167,9 @@ def _atrex_meta(path: Path) -> dict:
         meta["shapes"] = {k: {"description": v.get("description", "")} for k, v in md["shapes"].items()}
     if md.get("importance_score") is not None:
         meta["importance"] = md["importance_score"]
+    category = atrex_category(path.name)
+    if category:
+        meta["category"] = category
     roof = path / "roofline.json"
     if roof.exists():
         per_shape = {}
@@ -165,6 +181,19 @@ def _atrex_meta(path: Path) -> dict:
         if per_shape:
             meta["cost"] = {"per_shape": per_shape}
     return meta
+
+
+ATREX_OPS = REPO_ROOT / "bench" / "atrex_ops.json"
+
+
+def atrex_category(name: str) -> str | None:
+    """The 15-way category of an Atrex-Bench operator: that of the bundled operator of the same
+    family that bench/atrex_ops.json names (its meta.json holds the category), or None."""
+    try:
+        ours = json.loads(ATREX_OPS.read_text())["ops"].get(name)
+        return json.loads((BENCH_OPS / ours / "meta.json").read_text()).get("category") if ours else None
+    except (OSError, KeyError, json.JSONDecodeError):
+        return None
 
 
 _ATREX_DT = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32", "fp8": "fp8", "f32": "fp32"}
@@ -180,15 +209,5 @@ def _check_reference(ref: Path) -> None:
 
 
 def _load_kernelbench(path: Path) -> Problem:
-    if path.suffix != ".py":
-        raise ProblemError(f"{path}: a problem file must be a KernelBench .py file or an operator directory")
-    try:
-        tree = parse_py(path.read_text(), filename=str(path))
-    except SyntaxError as e:
-        raise ProblemError(f"{path}: syntax error at line {e.lineno}: {e.msg}") from None
-    names = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
-    need = {"Model", "get_inputs", "get_init_inputs"}
-    if not need <= names:
-        raise ProblemError(f"{path}: a KernelBench problem needs {', '.join(sorted(need - names))}")
-    shape = ShapeCase("0", {}, {}, {"description": "KernelBench get_inputs()"})
-    return Problem(path.stem, "kernelbench", path.parent, path, None, {"name": path.stem}, {"0": shape}, {"0": shape})
+    from aka.kernelbench import load_kernelbench
+    return load_kernelbench(path)

@@ -207,3 +207,52 @@ def test_stated_weights_are_kept_and_the_derived_share_the_rest(tmp_path):
         path3.write_text(yaml.safe_dump(wl3))
         with pytest.raises(ValueError):
             weigh.weights_from_workload(suite, path3, None)
+
+
+def _suite_with_a_broken_op(tmp_path):
+    import shutil
+    fixtures = REPO_ROOT / "tests" / "fixtures" / "problems"
+    root = tmp_path / "data"
+    for name in ("atrex_silu_mul_nulls", "vec_add"):
+        shutil.copytree(fixtures / name, root / name)
+    shutil.copytree(fixtures / "atrex_silu_mul_nulls", root / "broken_op")
+    (root / "broken_op" / "shapes.json").write_text('{"0": {"init_kwargs": [1], "input_kwargs": {}}}')
+    return root
+
+
+def test_a_broken_operator_is_named_and_the_rest_of_the_suite_loads(tmp_path, capsys):
+    from aka.cli import main
+    from aka.problem import ProblemError
+    root = _suite_with_a_broken_op(tmp_path)
+    suite = load_suite(root)
+    assert [p.name for p in suite.problems] == ["atrex_silu_mul_nulls", "vec_add"]
+    assert [n for n, _ in suite.failed] == ["broken_op"] and "needs init_kwargs" in suite.failed[0][1]
+    assert main(["bench", "list", "--suite", str(root)]) == 0
+    out = capsys.readouterr()
+    assert "skipped broken_op, it does not load" in out.err and "2 operators, 6 shapes" in out.out
+    with pytest.raises(ProblemError, match="requested op broken_op does not load"):
+        load_suite(root, ["broken_op"])
+    assert load_suite(root, ["vec_add"]).failed == []
+
+
+def test_a_kernelbench_x_checkout_lists_its_tasks_by_category(tmp_path, capsys):
+    """The suite finds `data/kernelbenchx/<Category>/<task>.py` from the checkout, `data/` or the
+    category root; a task that does not load is named, the rest list."""
+    import shutil
+    from aka.cli import main
+    task = REPO_ROOT / "tests" / "fixtures" / "problems" / "kbx_scaled_silu.py"
+    cats = tmp_path / "KernelBenchX" / "data" / "kernelbenchx"
+    for cat, name in (("Activation", "scaled_silu"), ("Fusion", "scaled_silu_again")):
+        (cats / cat).mkdir(parents=True)
+        shutil.copy(task, cats / cat / f"{name}.py")
+    (cats / "Math").mkdir()
+    (cats / "Math" / "broken.py").write_text(task.read_text().replace("def test_scaled_silu", "def check_it"))
+    (cats / "Math" / "helper.py").write_text("import torch\n")  # no separator: not a task, not listed
+    for root in (tmp_path / "KernelBenchX", tmp_path / "KernelBenchX" / "data", cats):
+        suite = load_suite(root)
+        assert [(p.name, p.kind, p.category) for p in suite.problems] == [
+            ("scaled_silu", "kbx", "Activation"), ("scaled_silu_again", "kbx", "Fusion")]
+        assert [n for n, _ in suite.failed] == ["broken"]
+    assert main(["bench", "list", "--suite", str(tmp_path / "KernelBenchX")]) == 0
+    out = capsys.readouterr()
+    assert "2 operators, 12 shapes, 2 categories, 2 categorised" in out.out and "skipped broken" in out.err

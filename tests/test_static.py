@@ -216,3 +216,72 @@ def test_launch_hooks_are_flagged(snippet):
 def test_non_jit_call_inside_a_kernel_is_flagged():
     src = BASE.replace("    mask = offs < n\n", "    mask = offs < n\n    helper()\n", 1) + "\n\ndef helper():\n    pass\n"
     assert not check_source(src).ok
+
+
+# A parameter or local named like a banned builtin is the candidate's value, not the builtin:
+# KernelBench-X references name their first parameter `input` in 116 of 184 tasks.
+SHADOWED = [
+    "def relu(input, inplace=False):\n    out = torch.empty_like(input)\n    return out if input is None else input",
+    "def f(x):\n    input = x * 2\n    return input(3) if callable(input) else input",
+    "def f(x):\n    for open in (x, x):\n        open(1)",
+    "def outer(input):\n    def inner():\n        return input(1)\n    return inner",
+    "g = lambda input: input(1)",
+    "def f(xs):\n    return [input(1) for input in xs]",
+    "def f(x):\n    try:\n        return x\n    except ValueError as input:\n        return input",
+]
+
+
+@pytest.mark.parametrize("snippet", SHADOWED, ids=range(len(SHADOWED)))
+def test_a_parameter_or_local_named_like_a_builtin_is_not_the_builtin(snippet):
+    assert "builtin" not in rules_of(with_line(snippet))
+
+
+# ... while every way of reaching the builtin itself still fires, on the line that reaches it.
+REACHED = [
+    ("def f(x):\n    return input('?')", 2),
+    ("def f(x, input=input):\n    return input(x)", 1),          # a default is the enclosing scope's
+    ("eval = eval\ndef f(x):\n    return eval(x)", 1),             # module-level rebinding
+    ("class A:\n    open = open", 2),                               # class-level rebinding
+    ("def f(xs):\n    return [o(1) for o in (open,)]", 2),          # the first iterable is outside
+    ("def f(x):\n    global input\n    return input(x)", 3),
+    ("def outer():\n    input = 1\n    class C:\n        def m(self):\n            return eval('1')\n    return C", 5),
+]
+
+
+@pytest.mark.parametrize("snippet,line", REACHED, ids=range(len(REACHED)))
+def test_the_builtin_itself_is_still_flagged(snippet, line):
+    assert BASE_LINES + line in rules_of(with_line(snippet)).get("builtin", []), snippet
+
+
+KBX_CAND = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def copy_impl(input):
+    y = torch.empty_like(input)
+    k[(triton.cdiv(input.numel(), 128),)](input, y, input.numel(), BLOCK=128)
+    return y
+'''
+
+
+@pytest.mark.parametrize("tail,entry", [("\nkernel_function = copy_impl\n", "kernel_function"),
+                                        ("\ndef relu(input):\n    return copy_impl(input)\n", "relu"),
+                                        ("\nclass ModelNew(torch.nn.Module):\n    pass\n", "ModelNew")])
+def test_a_kbx_candidate_may_define_kernel_function_or_the_task_function(tail, entry):
+    r = check_source(KBX_CAND + tail, functions=["relu", "kernel_function", "relu_task"])
+    assert r.ok and r.model_class == entry
+    if entry != "ModelNew":  # an operator problem still wants the class
+        bare = check_source(KBX_CAND + tail)
+        assert bare.model_class is None and [v.rule for v in bare.violations] == ["no-model"]
+
+
+def test_a_kbx_candidate_with_no_entry_names_what_it_needs():
+    r = check_source(KBX_CAND, functions=["relu", "kernel_function"])
+    assert not r.ok and "no class ModelNew or Model nor function relu / kernel_function" in r.summary()

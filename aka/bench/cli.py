@@ -51,9 +51,14 @@ def _suite(args):
     from aka.problem import ProblemError
     try:
         ops = args.ops.split(",") if getattr(args, "ops", None) else None
-        return load_suite(args.suite, ops, getattr(args, "weights", None))
+        suite = load_suite(args.suite, ops, getattr(args, "weights", None))
     except ProblemError as e:
         raise UserError(str(e)) from None
+    for name, why in suite.failed:
+        print(f"aka: skipped {name}, it does not load: {why}", file=sys.stderr)
+    if suite.failed:
+        print(f"aka: {len(suite.failed)} operator(s) skipped; {len(suite.problems)} loaded", file=sys.stderr)
+    return suite
 
 
 def cmd_list(args) -> int:

@@ -1,11 +1,13 @@
-"""Which problems a suite holds: the bundled benchmark, an Atrex-Bench `data/` folder, or a folder
-of KernelBench problem files; and the importance weight of each."""
+"""Which problems a suite holds: the bundled benchmark, an Atrex-Bench `data/` folder, a folder
+of KernelBench problem files, or KernelBench-X (its checkout, `data/` or `data/kernelbenchx/`
+folder, or one category folder); and the importance weight of each."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from aka.kbx import is_kbx_task
 from aka.problem import BENCH_OPS, REPO_ROOT, Problem, ProblemError, load_problem
 
 WEIGHTS_FILE = REPO_ROOT / "bench" / "weights.json"
@@ -18,6 +20,8 @@ class Suite:
     problems: list[Problem]
     weights: dict[str, float]
     weights_source: str
+    # (entry name, one-line reason) for every operator that did not load: the rest still list and run
+    failed: list[tuple[str, str]] = field(default_factory=list)
 
     def weight(self, op: str) -> float:
         return self.weights.get(op, 0.0)
@@ -28,25 +32,52 @@ def load_suite(path: str | Path | None = None, ops: list[str] | None = None,
     root = Path(path).expanduser().resolve() if path else BENCH_OPS
     if not root.is_dir():
         raise ProblemError(f"suite not found: {root}")
+    for sub in ("data/kernelbenchx", "kernelbenchx"):  # a KernelBench-X checkout or its data/ folder
+        if (root / sub).is_dir():
+            root = root / sub
+            break
     problems: list[Problem] = []
-    for entry in sorted(root.iterdir()):
-        if entry.is_dir() and (entry / "reference.py").exists():
-            problems.append(load_problem(entry))
-        elif entry.is_file() and entry.suffix == ".py" and not entry.name.startswith("_"):
+    failed: list[tuple[str, str]] = []
+    for entry in _entries(root):
+        if entry.is_dir() or is_kbx_task(entry):
+            try:
+                problems.append(load_problem(entry))
+            except ProblemError as e:  # one broken operator must not hide the others
+                failed.append((entry.stem, str(e)))
+        else:
             try:
                 problems.append(load_problem(entry))
             except ProblemError:
                 continue  # helper modules in a KernelBench folder
     if ops:
         wanted = set(ops)
+        broken = {n: why for n, why in failed if n in wanted}
+        if broken:
+            n, why = next(iter(broken.items()))
+            raise ProblemError(f"requested op {n} does not load: {why}")
         unknown = wanted - {p.name for p in problems}
         if unknown:
             raise ProblemError(f"unknown op(s) in suite {root}: {', '.join(sorted(unknown))}")
-        problems = [p for p in problems if p.name in wanted]
+        problems, failed = [p for p in problems if p.name in wanted], []
     if not problems:
-        raise ProblemError(f"no problems found under {root}")
+        why = f": {len(failed)} failed to load, first {failed[0][0]}: {failed[0][1]}" if failed else ""
+        raise ProblemError(f"no problems found under {root}{why}")
     weights, source = _weights(problems, root, weights_file)
-    return Suite(root.name, root, problems, weights, source)
+    return Suite(root.name, root, problems, weights, source, failed)
+
+
+def _entries(root: Path) -> list[Path]:
+    """Operator directories, problem files, and the task files of KernelBench-X's category
+    folders (`kernelbenchx/<Category>/<task>.py`: a folder without reference.py, one level down)."""
+    out = []
+    for entry in sorted(root.iterdir()):
+        if entry.is_dir() and (entry / "reference.py").exists():
+            out.append(entry)
+        elif entry.is_dir():
+            out += [f for f in sorted(entry.glob("*.py")) if is_kbx_task(f)]
+        elif entry.is_file() and entry.suffix == ".py" and not entry.name.startswith("_"):
+            out.append(entry)
+    return out
 
 
 def _weights(problems: list[Problem], root: Path, weights_file) -> tuple[dict[str, float], str]:

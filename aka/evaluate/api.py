@@ -87,7 +87,7 @@ def evaluate(problem: Problem | str | Path, candidate: str | Path, *, shapes=Non
             raise CandidateError(f"candidate not found: {candidate}")
         source = cand_path.read_text()
     base = EvalResult(status="rejected", problem=prob.name, candidate=str(candidate), device=device)
-    report = check_source(source, cand_path.name)
+    report = check_source(source, cand_path.name, functions=prob.candidate_functions())
     if strict and report.model_class is None and report.syntax_error is None:
         raise CandidateError(f"{candidate} defines no class ModelNew or Model")
     if report.syntax_error:

@@ -65,6 +65,12 @@ class ProblemRuntime:
 
     def __init__(self, spec: dict, device: str):
         self.spec, self.kind, self.device = spec, spec["kind"], device
+        self.task = None
+        if self.kind == "kbx":  # KernelBench-X: a function and a test that makes the inputs
+            from aka.evaluate.kbx_runtime import KbxTask
+            self.task = KbxTask(spec["reference"], spec["meta"], device)
+            self.ref_mod, self.input_mod, self._takes_device = self.task.module, None, False
+            return
         self.ref_mod = import_file(spec["reference"], "_aka_reference")
         self.input_mod = import_file(spec["input"], "_aka_inputs") if spec.get("input") else None
         if self.kind != "kernelbench" and not hasattr(self.input_mod, "_make_inputs"):
@@ -74,20 +80,39 @@ class ProblemRuntime:
             params = inspect.signature(self.input_mod._make_inputs).parameters
             self._takes_device = "device" in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
 
+    def _set_constants(self, shape: dict) -> None:
+        """KernelBench's small shape: module-level size constants overridden (aka/kernelbench.py),
+        set before get_init_inputs/get_inputs read them; every other shape gets the originals."""
+        want = dict((shape.get("input_kwargs") or {}).get("constants") or {})
+        if not hasattr(self, "_original_constants"):
+            self._original_constants = {}
+        for k, v in want.items():
+            self._original_constants.setdefault(k, getattr(self.ref_mod, k))
+        for k, orig in self._original_constants.items():
+            v = want.get(k, orig)
+            setattr(self.ref_mod, k, tuple(v) if isinstance(orig, tuple) else v)
+
     def init_args(self, shape: dict) -> tuple[list, dict]:
+        if self.kind == "kbx":
+            return [], {}
         if self.kind == "kernelbench":
+            self._set_constants(shape)
             with DeviceRedirect(self.device):
                 return list(self.ref_mod.get_init_inputs()), {}
         return [], dict(shape.get("init_kwargs", {}))
 
     def make_reference(self, shape: dict) -> torch.nn.Module:
         args, kwargs = self.init_args(shape)
-        model = self.ref_mod.Model(*args, **kwargs)
+        model = self.task.reference_model() if self.task else self.ref_mod.Model(*args, **kwargs)
         return model.to(self.device).eval()
 
     def make_inputs(self, shape: dict) -> dict[str, object]:
         """Fresh inputs as an ordered dict of name -> value (KernelBench: positional names)."""
+        if self.task is not None:
+            kw = shape.get("input_kwargs") or {}
+            return self.task.capture(int(kw["line"]), dict(kw.get("bind") or {}))
         if self.kind == "kernelbench":
+            self._set_constants(shape)
             with DeviceRedirect(self.device):
                 vals = self.ref_mod.get_inputs()
             vals = [v.to(self.device) if isinstance(v, torch.Tensor) else v for v in vals]
@@ -100,6 +125,18 @@ class ProblemRuntime:
         if not isinstance(out, dict):
             raise TypeError(f"_make_inputs returned {type(out).__name__}, expected a dict")
         return {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v) for k, v in out.items()}
+
+
+def candidate_class(module, kind: str, name: str) -> type:
+    """The class the harness instantiates for a candidate module: `name` as the static check
+    found it (aka/evaluate/static.py). A class is used as is; for a KernelBench-X problem a
+    function (`kernel_function`, the task's function) becomes a Module whose forward calls it with
+    the inputs as keywords, as the reference function is called."""
+    obj = getattr(module, name)
+    if kind == "kbx" and callable(obj) and not isinstance(obj, type):
+        from aka.evaluate.kbx_runtime import function_model
+        return function_model(obj, f"{name}_module")
+    return obj  # anything else fails where it is used, as a verdict
 
 
 def call(model, inputs: dict):

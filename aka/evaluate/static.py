@@ -23,7 +23,7 @@ ALLOWED_IMPORTS = {
 
 RULES: dict[str, str] = {
     "syntax": "the file must parse as Python",
-    "no-model": "the candidate must define class ModelNew (or Model) with the reference's signatures",
+    "no-model": "the candidate must define class ModelNew (or Model) with the reference's signatures (a KernelBench-X candidate: or kernel_function / the task's function)",
     "no-kernel": "the candidate must define at least one @triton.jit kernel: PyTorch is allowed for glue only",
     "import": "only torch, triton and small stdlib helpers may be imported: no os/sys/io/threads/ctypes/numpy, no importing the reference or the harness",
     "builtin": "no eval/exec/compile/open/getattr/setattr/globals/vars/__import__: they read files, hide code or reach into the harness",
@@ -113,7 +113,9 @@ def _is_jit_decorator(d: ast.expr) -> bool:
     return name in {"jit", "autotune", "heuristics"}
 
 
-def check_source(source: str, filename: str = "candidate.py") -> StaticReport:
+def check_source(source: str, filename: str = "candidate.py", functions: list[str] | tuple = ()) -> StaticReport:
+    """`functions`: names of module-level functions that may stand in for class ModelNew/Model
+    (a KernelBench-X problem's `kernel_function` or task function: Problem.candidate_functions)."""
     try:
         tree = parse_py(source, filename=filename)
     except SyntaxError as e:
@@ -123,14 +125,19 @@ def check_source(source: str, filename: str = "candidate.py") -> StaticReport:
 
     classes = [n.name for n in tree.body if isinstance(n, ast.ClassDef)]
     model = "ModelNew" if "ModelNew" in classes else ("Model" if "Model" in classes else None)
+    if model is None and functions:
+        defined = _module_functions(tree)
+        model = next((f for f in functions if f in defined), None)
     if model is None:
-        v.append(Violation("no-model", 1, "no class ModelNew or Model at module level"))
+        also = f" nor function {' / '.join(functions)}" if functions else ""
+        v.append(Violation("no-model", 1, f"no class ModelNew or Model{also} at module level"))
     kernels = [n.name for n in ast.walk(tree)
                if isinstance(n, ast.FunctionDef) and any(_is_jit_decorator(d) for d in n.decorator_list)]
     if not kernels:
         v.append(Violation("no-kernel", 1, "no function decorated with @triton.jit"))
 
     parents = {child: parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)}
+    builtin_refs = {id(n) for n in _builtin_references(tree, BANNED_CALLS)}
     v += _kernel_calls(tree, set(kernels))
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
@@ -143,7 +150,7 @@ def check_source(source: str, filename: str = "candidate.py") -> StaticReport:
             if node.level or mod not in ALLOWED_IMPORTS:
                 v.append(Violation("import", line, f"from {mod} import ..."))
         elif isinstance(node, ast.Name):
-            if node.id in BANNED_CALLS:
+            if id(node) in builtin_refs:
                 v.append(Violation("builtin", line, node.id))
             elif node.id.startswith("__") and node.id.endswith("__") and node.id not in ALLOWED_DUNDERS:
                 v.append(Violation("dunder", line, node.id))
@@ -178,6 +185,19 @@ def check_source(source: str, filename: str = "candidate.py") -> StaticReport:
             seen.add(key)
             uniq.append(x)
     return StaticReport(not uniq, uniq, model, kernels)
+
+
+def _module_functions(tree: ast.Module) -> set[str]:
+    """Names a module-level `def` or plain assignment binds (`kernel_function = relu_triton`)."""
+    out = set()
+    for n in tree.body:
+        if isinstance(n, ast.FunctionDef):
+            out.add(n.name)
+        elif isinstance(n, ast.Assign):
+            out |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+        elif isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.value is not None:
+            out.add(n.target.id)
+    return out
 
 
 def _store_targets(t: ast.AST):
@@ -247,3 +267,90 @@ def _kernel_calls(tree: ast.Module, kernels: set[str]) -> list[Violation]:
             if not ok:
                 out.append(Violation("kernel-call", call.lineno, f"{ast.unparse(f)}(...) inside @triton.jit {fn.name}"))
     return out
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
+           ast.GeneratorExp)
+
+
+def _bindings(scope: ast.AST) -> tuple[set[str], set[str]]:
+    """Names a function, lambda or comprehension scope binds (parameters, assignment/for/with/
+    except targets, imports, nested def and class names) less those it declares `global`, and the
+    `global` names; nested scopes are not entered."""
+    bound, declared_global = set(), set()
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        a = scope.args
+        bound |= {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
+        bound |= {x.arg for x in (a.vararg, a.kwarg) if x is not None}
+        body = [scope.body] if isinstance(scope, ast.Lambda) else scope.body
+    else:
+        body = [g.target for g in scope.generators]
+    stack = list(body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            bound.add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(n.name)
+            continue  # its body is its own scope
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            bound |= {(a.asname or a.name).split(".")[0] for a in n.names}
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            bound.add(n.name)
+        elif isinstance(n, ast.Global):
+            declared_global |= set(n.names)
+        elif isinstance(n, _SCOPES):
+            continue
+        stack.extend(ast.iter_child_nodes(n))
+    return bound - declared_global, declared_global
+
+
+def _builtin_references(tree: ast.Module, names: set[str]) -> list[ast.Name]:
+    """The uses of `names` that resolve to Python's builtins. A parameter or local of a function,
+    lambda or comprehension that shadows one (`def forward(self, input)`: 116 of KernelBench-X's
+    184 references name a parameter `input`) is the candidate's own value, not the builtin.
+    Module-level and class-level bindings do not shadow here: `eval = eval` at module level is the
+    builtin under another binding, while a function-level `eval = eval` cannot run (the local is
+    unbound when read). Python's resolution otherwise: enclosing function scopes out to the
+    module, class bodies invisible to their methods; decorators, defaults and annotations belong
+    to the enclosing scope."""
+    found: list[ast.Name] = []
+
+    def visit(node: ast.AST, chain: tuple[set[str], ...]) -> None:
+        if isinstance(node, ast.Name):
+            if node.id in names and not any(node.id in b for b in chain):
+                found.append(node)
+            return
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            outer = [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
+            if not isinstance(node, ast.Lambda):
+                outer += node.decorator_list + ([node.returns] if node.returns else [])
+                outer += [a.annotation for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+                          if a.annotation is not None]
+            for n in outer:
+                visit(n, chain)
+            inner = _bindings(node)[0]
+            for n in ([node.body] if isinstance(node, ast.Lambda) else node.body):
+                visit(n, chain + (inner,))
+            return
+        if isinstance(node, ast.ClassDef):
+            for n in node.decorator_list + node.bases + [k.value for k in node.keywords]:
+                visit(n, chain)
+            for n in node.body:
+                visit(n, chain)
+            return
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            visit(node.generators[0].iter, chain)  # evaluated in the enclosing scope
+            inner = chain + (_bindings(node)[0],)
+            for i, g in enumerate(node.generators):
+                for n in ([] if i == 0 else [g.iter]) + g.ifs + [g.target]:
+                    visit(n, inner)
+            for n in ([node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]):
+                visit(n, inner)
+            return
+        for child in ast.iter_child_nodes(node):
+            visit(child, chain)
+
+    for stmt in tree.body:
+        visit(stmt, ())
+    return found
