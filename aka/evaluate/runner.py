@@ -45,7 +45,7 @@ import torch  # noqa: E402
 from aka.evaluate.channel import Channel, ChannelClosed, open_tree
 from aka.evaluate.failures import classify_exception, trim
 from aka.evaluate.guards import AtenLog, LaunchLog, Snapshot
-from aka.evaluate.loader import call, import_file
+from aka.evaluate.loader import call, candidate_class, import_file
 
 MAX_SCALAR_READS = 16  # a launch needs a few sizes from the device at most
 
@@ -154,7 +154,7 @@ def serve(chan: Channel, device: str, violations: list, arm) -> None:
         name = msg.get("model_class") or ("ModelNew" if hasattr(mod, "ModelNew") else "Model")
         if not hasattr(mod, name):
             return {"ok": False, "status": "compile_error", "reason": "candidate defines no ModelNew or Model"}
-        state["cls"] = getattr(mod, name)
+        state["cls"] = candidate_class(mod, msg.get("kind") or "", name)  # KernelBench-X: a function, wrapped
         state["own"] = set(msg.get("kernels") or ())
         return {"ok": True, "import_s": time.perf_counter() - t0}
 
