@@ -159,14 +159,20 @@ class Arena:
 
     def share_tree(self, values: dict) -> tuple[dict, dict]:
         """{name: tensor | JSON value} -> (judge-side shared copies, descriptors)."""
-        import torch
         shared, descs = {}, {}
         for k, v in values.items():
-            if isinstance(v, torch.Tensor):
-                shared[k], descs[k] = self.share(v)
-            else:
-                shared[k], descs[k] = v, {"kind": "value", "value": v}
+            shared[k], descs[k] = self._share_value(v)
         return shared, descs
+
+    def _share_value(self, v):
+        import torch
+        if isinstance(v, torch.Tensor):
+            return self.share(v)
+        if isinstance(v, (list, tuple)) and any(isinstance(x, torch.Tensor) for x in v):
+            pairs = [self._share_value(x) for x in v]  # a list of tensors (KernelBench-X cat/stack inputs)
+            return type(v)(p[0] for p in pairs), {"kind": "list", "tuple": isinstance(v, tuple),
+                                                  "items": [p[1] for p in pairs]}
+        return v, {"kind": "value", "value": v}
 
     def close(self) -> None:
         """Drop the judge's side (the fds already sent stay valid in the runner until it closes them)."""
@@ -211,6 +217,9 @@ def open_tensor(desc: dict, fds: list[int], keep: list) -> object:
     kind = desc.get("kind")
     if kind == "value":
         return desc.get("value")
+    if kind == "list":
+        items = [open_tensor(d, fds, keep) for d in desc["items"]]
+        return tuple(items) if desc.get("tuple") else items
     dtype, shape, stride = _dtype(desc["dtype"]), tuple(desc["shape"]), tuple(desc["stride"])
     n = _span(shape, stride)
     if kind == "memfd":
