@@ -397,9 +397,12 @@ class Judge:
 
     def environment(self) -> dict:
         import platform
-
-        import triton
-        env = {"torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version(),
+        from importlib.metadata import PackageNotFoundError, version
+        try:  # the judge never runs Triton: its version without its import (a second of start-up)
+            triton_version = version("triton")
+        except PackageNotFoundError:
+            triton_version = None
+        env = {"torch": torch.__version__, "triton": triton_version, "python": platform.python_version(),
                "device": self.device}
         if self.device.startswith("cuda"):
             p = torch.cuda.get_device_properties(0)

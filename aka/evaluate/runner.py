@@ -109,8 +109,12 @@ def serve(chan: Channel, device: str, violations: list, arm) -> None:
     """The command loop. Everything it needs is bound here, before the candidate is imported, so
     rebinding module globals later does not change what the loop calls."""
     launches = LaunchLog().install(interpreted=device == "cpu")
-    import torch._dynamo  # noqa: F401 - modules that patch torch on first import, before the snapshot
-    import torch.profiler  # noqa: F401
+    import importlib  # (a plain `import torch.x` here would make `torch` a local name of serve)
+    # torch._dynamo patches torch.manual_seed on first import, and a first forward brings it in:
+    # imported before the snapshot; the profiler only where the profile command can run (GPU).
+    importlib.import_module("torch._dynamo")
+    if device.startswith("cuda"):
+        importlib.import_module("torch.profiler")
     snapshot = Snapshot()
     state: dict = {"keep": []}
     # Bound here as locals (closure cells), not looked up as module globals at call time: a
