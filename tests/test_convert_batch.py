@@ -254,11 +254,11 @@ def test_convert_trace_source_ranks_groups_and_says_what_cannot_be_extracted(tmp
     lib = tmp_path / "lib"
     assert main(["convert", str(trace), f"library={lib}", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert out.index("causal_gqattention") < out.index("rmsnorm") < out.index("aten_add_in_decoder_block")
+    assert out.index("causal_gq_attention") < out.index("rms_norm") < out.index("aten_add_in_decoder_block")
     assert "not extracted (8): a module group needs the model factory" in out
     assert "dry run: 1 operator(s) would be converted" in out
     rows = json.loads((lib / "fallbacks.json").read_text())["fallbacks"]
-    assert rows[0]["name"] == "causal_gqattention" and rows[0]["problem"] is None
+    assert rows[0]["name"] == "causal_gq_attention" and rows[0]["problem"] is None
     assert sum(r["share"] for r in rows) == pytest.approx(1.0, abs=0.01)
 
 
@@ -267,7 +267,7 @@ def test_llama_block_profiled_converted_and_patched_through_aka_convert(tmp_path
     with the scripted LLM (replying the Llama kernels of tests/fixtures/convert), then patch the
     block with the library and check it against the original."""
     kernels = FIX / "convert" / "kernels"
-    ops = ("rmsnorm", "rotary_embedding", "silu_and_mul")
+    ops = ("rms_norm", "rotary_embedding", "silu_and_mul")
     script = tmp_path / "replies.json"
     script.write_text(json.dumps({op: [f"Plan.\nTECHNIQUES: rowwise\n```python\n{(kernels / f'{op}.py').read_text()}```\n"]
                                   for op in ops}))
@@ -277,10 +277,10 @@ def test_llama_block_profiled_converted_and_patched_through_aka_convert(tmp_path
                  f"ops={','.join(ops)}", *COMMON]) == 0
     out = capsys.readouterr().out
     assert out.index("fallbacks by time share") < out.index("[1/3]")
-    for name in ("causal_gqattention", "rmsnorm", "silu_and_mul", "aten_add_in_decoder_block"):
+    for name in ("causal_gq_attention", "rms_norm", "silu_and_mul", "aten_add_in_decoder_block"):
         assert name in out
     assert states(lib) == {op: "pass" for op in ops}
-    assert (lib / "problems" / "rmsnorm" / "reference.py").is_file()
+    assert (lib / "problems" / "rms_norm" / "reference.py").is_file()
     # a fresh process, as a user runs it: on CPU the kernels need the interpreter switched on before
     # triton is first imported, and this test process imported it long ago
     proc = subprocess.run([sys.executable, "-m", "aka.cli", "convert", "apply", factory, "--library", str(lib),
