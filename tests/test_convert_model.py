@@ -292,8 +292,9 @@ def test_apply_skips_what_it_cannot_use(extracted, tmp_path):
     assert not report.patched and report.ok and report.max_abs_err == 0.0
 
 
-def test_apply_cli_bad_library_is_a_user_error(tmp_path):
+def test_apply_cli_bad_library_is_a_user_error(tmp_path, monkeypatch):
     from aka.errors import UserError
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # the command may switch it on: not for later tests
     p = argparse.ArgumentParser()
     add_apply_parser(p.add_subparsers(dest="cmd"))
     args = p.parse_args(["apply", BLOCK, "--library", str(tmp_path / "missing")])

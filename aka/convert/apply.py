@@ -343,8 +343,11 @@ def cmd_apply(args) -> int:
     """Exit 0 when the patched model passes the check, 1 when it does not, 2 on bad input."""
     from aka.errors import UserError
     from aka.convert.fallbacks import call_factory
-    if args.device == "cpu":
-        os.environ.setdefault("TRITON_INTERPRET", "1")  # before anything imports triton
+    import sys
+    if args.device == "cpu" and "triton" not in sys.modules:
+        # before anything imports triton; in a process that already has it (a test run, a notebook)
+        # the switch would come too late for these kernels and would leak into later compiles
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     try:
         model, inputs, _ = call_factory(args.factory.removeprefix("model:"), args.device)
     except ValueError as e:  # a factory that does not import or returns the wrong thing

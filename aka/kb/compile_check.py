@@ -99,7 +99,19 @@ def compile_check(op: str, candidate: str, shape_ids: list[str] | None = None, c
     prob = load_problem(op)
     shapes = prob.select(",".join(shape_ids) if shape_ids else "small")
     rt = ProblemRuntime(prob.worker_spec(), "cpu")
-    mod = import_file(candidate, "_aka_compile_check")
+    # The kernels are compiled, never interpreted: @triton.jit reads TRITON_INTERPRET when the file
+    # is imported, and a process that turned the interpreter on (a CPU `aka convert apply` run in it)
+    # would otherwise get interpreted functions that never reach the compiler.
+    import os
+    prev = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "0"
+    try:
+        mod = import_file(candidate, "_aka_compile_check")
+    finally:
+        if prev is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = prev
     cls = getattr(mod, "ModelNew", None) or getattr(mod, "Model")
     arch = f"sm_{capability}a" if capability >= 90 else f"sm_{capability}"
     seen: dict = {}
