@@ -240,7 +240,8 @@ def test_eval_prints_the_scaled_constants(tmp_path, capsys):
     from aka.cli import main
     cand = tmp_path / "cand.py"
     cand.write_text("import torch\n\nclass ModelNew(torch.nn.Module):\n    pass\n")  # rejected statically: no kernel
-    assert main(["eval", str(PROBLEMS / "kb_large_constants.py"), str(cand), "--shapes", "small", "--device", "cpu"]) == 0
+    # exit 1: the candidate is rejected (no kernel); what is checked is the line about the scaled shape
+    assert main(["eval", str(PROBLEMS / "kb_large_constants.py"), str(cand), "--shapes", "small", "--device", "cpu"]) == 1
     assert "shape s0: module constants scaled: batch_size 4096->1024, dim 65536->1024" in capsys.readouterr().out
 
 
