@@ -8,7 +8,7 @@
 #                                                         # .gpucache for the next call
 #
 #   device: bash scripts/gpu_run.sh MODE...
-#   MODE: harness | adv | timing | evals | agent1 | sweep | kb | bench | bench1 | bench2 | all
+#   MODE: judge | harness | adv | timing | evals | agent1 | sweep | kb | bench | bench1 | bench2 | all
 #   (all: suite baselines, then `kb verify`, then the offline sweep, each starting when the one
 #   before has finished; AKA_BENCH_JOBS / AKA_KB_JOBS / AKA_SWEEP_JOBS set their parallelism.
 #   Run it again with the returned cache carried in (collect_runs.py puts it in .gpucache) and
@@ -89,6 +89,33 @@ if [[ $modes == *" evals "* ]]; then  # harness overhead on a 10-shape problem; 
     --shapes 0,1,2,3,4,5,6,7,8,9 --json "$d/eval_rms_norm_10shapes.json"
   step "$d/evalncu.txt" python3 -m aka.cli eval rms_norm knowledge_base/kernels/rms_norm/rowwise.py --shapes 12 --ncu \
     --json "$d/eval_rms_norm_ncu.json"
+fi
+if [[ $modes == *" judge "* ]]; then
+  # Issue 18 on the GPU: the judge/runner escapes and the adversarial suite, the harness's cost
+  # against the single-process harness it replaced (.oldaka: `git archive c5eeca1`, carried in), the
+  # timing tests, then every knowledge-base kernel's correctness through judge and runner.
+  d=$W/judge; mkdir -p "$d"; prov "$d"; export AKA_GPU_RESULTS=$d/gpu_results.jsonl; calib "$d"
+  step "$d/smoke.log" python3 -m aka.cli eval rms_norm knowledge_base/kernels/rms_norm/rowwise.py --shapes 0 \
+    --json "$d/smoke.json"
+  tail -5 "$d/smoke.log"
+  step "$d/pytest_judge.log" python3 -m pytest -m gpu tests/gpu/test_judge_gpu.py tests/test_adversarial.py -q \
+    -p no:cacheprovider --durations=15 --junitxml="$d/junit_judge.xml"
+  tail -12 "$d/pytest_judge.log"
+  for v in new old; do  # cost: the same 10-shape evaluation, each with an empty cache (baselines measured)
+    if [[ $v == old ]]; then [[ -d .oldaka/aka ]] || continue; cd .oldaka; fi
+    s=$(date +%s)
+    AKA_CACHE_DIR=/tmp/cost-$v PYTHONPATH=$PWD step "$d/cost_$v.log" python3 -m aka.cli eval rms_norm \
+      knowledge_base/kernels/rms_norm/rowwise.py --shapes 0,1,2,3,4,5,6,7,8,9 --json "$d/cost_$v.json"
+    echo "cost $v: $(( $(date +%s) - s )) s" | tee -a "$d/cost.txt"
+    [[ $v == old ]] && cd - >/dev/null
+  done
+  step "$d/pytest_measure.log" python3 -m pytest -m gpu tests/gpu/test_measurement_gpu.py -q \
+    -p no:cacheprovider --durations=15 --junitxml="$d/junit_measure.xml"
+  tail -12 "$d/pytest_measure.log"
+  unset AKA_GPU_RESULTS
+  step "$d/kb_verify.log" python3 -m aka.cli kb verify --device cuda --jobs ${AKA_KB_JOBS:-12} --no-timing --force
+  tail -25 "$d/kb_verify.log"
+  tar czf "$d/results_json.tgz" results/kb/kernels/*/*.results.json 2>/dev/null
 fi
 if [[ $modes == *" agent1 "* ]]; then
   d=$W/agent1; mkdir -p "$d"; prov "$d"; calib "$d"
