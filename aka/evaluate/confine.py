@@ -5,7 +5,9 @@ Where the judge runs as root (CI, the GPU machine) the runner gets, in order of 
     runner's directory (and on a GPU its own Triton cache), the knowledge base, the caches, the
     run store and the problem's directory hidden under empty read-only mounts, no network;
   * an unprivileged user (`setpriv`, uid/gid 65534): it cannot write what root owns, read the
-    judge's 0700 directory, open the judge's file descriptors through /proc, signal or trace it.
+    judge's 0700 directory, open the judge's file descriptors through /proc, signal or trace it;
+    on a GPU it keeps the judge's uid (torch's CUDA IPC counters are 0600 files) but with every
+    capability dropped (`setpriv --bounding-set=-all`), so the namespaces' mounts still bind it.
 Without root the runner runs as the same user with none of this, and the result's env says so.
 Whatever the level, `env.runner` in the result records it.
 """
@@ -61,12 +63,16 @@ def confine_prefix(writable: list[str], hidden: list[str], device: str, user: st
     if gpu_same_user:
         # torch's CUDA IPC keeps its reference counters in 0600 shared-memory files of the judge's
         # user, which another user cannot open: on a GPU the runner keeps the judge's user (until a
-        # run on the H200 shows another way) and its confinement is the namespaces and the audit hook.
-        setpriv = []
+        # run on the H200 shows another way). It keeps uid 0 but no capability at all (bounding and
+        # inheritable sets emptied, no_new_privs), so it cannot remount, unmount the hidden paths,
+        # or override file permissions, and the read-only mounts bind it. As the same user it can
+        # still read the judge's files and host memory; the reference outputs live on the GPU, where
+        # no IPC handle the runner holds reaches them.
+        setpriv = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs"]
     if not _can_unshare():
         if shutil.which("setpriv"):
-            return setpriv + ["--"], {"user": NOBODY, "filesystem": "shared", "network": "shared",
-                                      "why": "no mount namespace here"}
+            return setpriv + ["--"], {"user": 0 if gpu_same_user else NOBODY, "filesystem": "shared",
+                                      "network": "shared", "why": "no mount namespace here"}
         return [], {"user": 0, "filesystem": "shared", "network": "shared", "why": "no setpriv"}
     q = shlex.quote
     lines = ["set -e"]
@@ -88,6 +94,7 @@ def confine_prefix(writable: list[str], hidden: list[str], device: str, user: st
             "network": "none", "hidden": len(hidden)}
     if gpu_same_user:
         info["why"] = "GPU: CUDA IPC reference counters are 0600 files of the judge's user"
+        info["capabilities"] = "none"
     return prefix, info
 
 

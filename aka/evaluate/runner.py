@@ -105,6 +105,16 @@ def install_audit(root: str, violations: list, writable: tuple[str, ...] = ()) -
     return arm
 
 
+def resolve_gpu_driver() -> None:
+    """Triton finds libcuda by running /sbin/ldconfig at its first launch (cached for the process);
+    resolve it before the audit hook is armed, which refuses every new process but the compilers."""
+    try:
+        from triton.backends.nvidia.driver import libcuda_dirs
+    except ImportError:
+        return
+    libcuda_dirs()
+
+
 def serve(chan: Channel, device: str, violations: list, arm) -> None:
     """The command loop. Everything it needs is bound here, before the candidate is imported, so
     rebinding module globals later does not change what the loop calls."""
@@ -254,6 +264,8 @@ def main(argv: list[str]) -> int:
     if device == "cpu":
         from aka.evaluate.interp_fix import install
         install()
+    else:
+        resolve_gpu_driver()
     arm = install_audit(os.getcwd(), violations, (os.environ.get("TRITON_CACHE_DIR", ""),))
     try:
         serve(chan, device, violations, arm)
