@@ -115,7 +115,8 @@ if [[ $modes == *" judge "* ]]; then
     echo "cost $v: $(( $(date +%s) - s )) s" | tee -a "$d/cost.txt"
     [[ $v == old ]] && cd - >/dev/null
   done
-  [[ -f $d/SMOKE_FAILED ]] || step "$d/pytest_measure.log" python3 -m pytest -m gpu tests/gpu/test_measurement_gpu.py -q \
+  MT=${AKA_MEASURE_TESTS:-tests/gpu/test_measurement_gpu.py}
+  [[ -f $d/SMOKE_FAILED ]] || step "$d/pytest_measure.log" python3 -m pytest -m gpu $MT -q \
     -p no:cacheprovider --durations=15 --junitxml="$d/junit_measure.xml"
   tail -12 "$d/pytest_measure.log"
   unset AKA_GPU_RESULTS

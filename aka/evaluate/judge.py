@@ -22,6 +22,15 @@ import sys
 if __name__ == "__main__":  # die with the parent and start the runner, before torch's import
     from aka.evaluate.deathwatch import die_with_parent
     die_with_parent("AKA_PARENT_PID")
+    # torch's CUDA IPC shares an expandable segment through pidfd_getfd, which needs ptrace rights
+    # over the judge that a runner without capabilities lacks (H200: "pidfd_getfd: Operation not
+    # permitted"); the judge's allocations, the only ones that cross, use plain segments.
+    _alloc = [c for c in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "").split(",")
+              if c.strip() and not c.replace(" ", "").startswith("expandable_segments")]
+    if _alloc:
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = ",".join(_alloc)
+    else:
+        os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
     try:
         from aka.evaluate.confine import early_runner
         _EARLY = early_runner(sys.argv[1])
