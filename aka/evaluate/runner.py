@@ -106,13 +106,22 @@ def install_audit(root: str, violations: list, writable: tuple[str, ...] = ()) -
 
 
 def resolve_gpu_driver() -> None:
-    """Triton finds libcuda by running /sbin/ldconfig at its first launch (cached for the process);
-    resolve it before the audit hook is armed, which refuses every new process but the compilers."""
+    """Triton's first launch runs programs other than the compilers, once per process: /sbin/ldconfig
+    to find libcuda and `file` on the interpreter (platform.architecture, for its build cache key),
+    both cached. Run them before the audit hook is armed, which refuses every new process but the
+    compilers, and build Triton's driver module now, while the judge is still starting."""
     try:
         from triton.backends.nvidia.driver import libcuda_dirs
+        from triton.runtime.build import platform_key
     except ImportError:
         return
-    libcuda_dirs()
+    try:
+        libcuda_dirs()
+        platform_key()
+        import triton
+        triton.runtime.driver.active.get_current_device()
+    except Exception:  # noqa: BLE001 - the candidate's first launch reports what is wrong
+        pass
 
 
 def serve(chan: Channel, device: str, violations: list, arm) -> None:
