@@ -147,3 +147,36 @@ def test_judge_and_runner_die_with_a_parent_killed_by_signal(sig):
         time.sleep(0.2)
     assert not _alive(judge), "the judge outlived its parent"
     assert not _alive(runner), "the runner outlived the judge"
+
+
+AUDIT_PROBE = r'''
+import os, shutil, subprocess, sys
+from aka.evaluate.runner import install_audit
+seen = []
+install_audit(sys.argv[1], seen)()
+cc = shutil.which("gcc") or shutil.which("cc")
+for close_fds in (False, True):  # False: CPython starts it through os.posix_spawn (Triton's ptxas call)
+    subprocess.run([cc, "--version"], check=True, close_fds=close_fds, stdout=subprocess.DEVNULL)
+refused = []
+for start in (lambda: subprocess.run(["ls"], close_fds=False, stdout=subprocess.DEVNULL),
+              lambda: os.posix_spawn("/bin/ls", ["ls"], dict(os.environ))):
+    try:
+        start()
+    except PermissionError:
+        refused.append(True)
+print(len(refused), seen)
+'''
+
+
+@pytest.mark.skipif(not (__import__("shutil").which("gcc") or __import__("shutil").which("cc")), reason="no C compiler")
+def test_audit_hook_lets_the_compilers_start_however_cpython_spawns_them(tmp_path):
+    """On the H200 a compiler spawned through os.posix_spawn was refused at every first launch."""
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", AUDIT_PROBE, str(tmp_path)], capture_output=True, text=True,
+                         cwd=HERE.parent, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    n, seen = out.stdout.split(" ", 1)
+    assert n == "2"  # both routes to another program refused
+    assert "subprocess.Popen ls" in seen and "os.posix_spawn /bin/ls" in seen
+    assert "gcc" not in seen and "cc --version" not in seen

@@ -83,7 +83,10 @@ def install_audit(root: str, violations: list, writable: tuple[str, ...] = ()) -
                 if not any(p == r or p.startswith(r + os.sep) for r in roots) and not p.startswith("/dev/"):
                     refuse(f"write to {p}")
         elif event in spawn:
-            exe = str_(args[0]) if event == "subprocess.Popen" and args else ""
+            # subprocess.Popen names the program; CPython then starts it through os.posix_spawn
+            # (Triton's ptxas runs with close_fds=False) or fork+exec, each audited with the path
+            exe = str_(args[0]) if event in ("subprocess.Popen", "os.posix_spawn", "os.exec", "os.spawn") \
+                and args else ""
             if os.path.basename(exe) not in compilers:  # Triton runs ptxas and a C compiler on a GPU
                 refuse(f"{event} {exe}".strip())
         elif event in net or event in introspect:
