@@ -10,8 +10,9 @@ What this design does:
     evidence, never unpickled. Reference outputs, pristine inputs, the comparator, the baselines' timer
     and the result channel live in the judge, out of the candidate's reach, whatever names the
     candidate rebinds in its own interpreter;
-  * the runner is confined (aka/evaluate/confine.py) where the machine allows: an unprivileged user,
-    its own mount namespace with every mount read-only but its directory (and, on a GPU, its own
+  * the runner is confined (aka/evaluate/confine.py) where the machine allows: an unprivileged user
+    (on a GPU the judge's uid with every capability dropped, since torch's CUDA IPC counters are
+    0600 files of that uid), its own mount namespace with every mount read-only but its directory (and, on a GPU, its own
     Triton cache), the knowledge base, caches, run store and problem directory hidden, and no network.
     An audit hook in the runner refuses and reports writes outside its directory, new processes,
     sockets and writes to the harness's classes; any refusal makes the verdict `rejected`;
@@ -35,6 +36,10 @@ What it does NOT protect against:
     the kernels a forward launches from outside the runner (Nsight Compute attached by the judge) is
     the next step and not done yet;
   * the clock check is coarse for checked work under about a millisecond (host scheduling noise);
+  * on a GPU the runner shares the judge's uid: it cannot remount or override permissions, but it
+    can read what that uid owns (the judge's files and host memory; the reference outputs stay on
+    the GPU, out of reach of the IPC handles it holds) and it could signal the judge (which then
+    dies, so the evaluation fails, it does not pass);
   * without root (or where mount namespaces are refused) the runner runs as the same user with the
     file system shared; the result's env.runner says which confinement held;
   * resource limits beyond time: a candidate can fill the GPU's memory or its own directory's disk.
