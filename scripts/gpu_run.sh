@@ -107,7 +107,7 @@ if [[ $modes == *" judge "* ]]; then
   [[ -f $d/SMOKE_FAILED ]] || step "$d/pytest_judge.log" python3 -m pytest -m gpu tests/gpu/test_judge_gpu.py \
     tests/test_adversarial.py -q "${XD[@]}" -p no:cacheprovider --durations=15 --junitxml="$d/junit_judge.xml"
   tail -12 "$d/pytest_judge.log"
-  [[ -f $d/SMOKE_FAILED ]] || for v in new old; do  # cost: the same 10-shape evaluation, each with an empty cache (baselines measured)
+  [[ -f $d/SMOKE_FAILED ]] || for v in ${AKA_COST_VERSIONS:-new old}; do  # cost: the same 10-shape evaluation, each with an empty cache (baselines measured)
     if [[ $v == old ]]; then [[ -d .oldaka/aka ]] || continue; cd .oldaka; fi
     s=$(date +%s)
     AKA_CACHE_DIR=/tmp/cost-$v PYTHONPATH=$PWD step "$d/cost_$v.log" python3 -m aka.cli eval rms_norm \
