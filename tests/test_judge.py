@@ -180,3 +180,39 @@ def test_audit_hook_lets_the_compilers_start_however_cpython_spawns_them(tmp_pat
     assert n == "2"  # both routes to another program refused
     assert "subprocess.Popen ls" in seen and "os.posix_spawn /bin/ls" in seen
     assert "gcc" not in seen and "cc --version" not in seen
+
+
+def test_checked_call_opens_buffers_first_and_computes_on_inputs_written_after():
+    """The checked call's two steps (runner side, on CPU tensors): the output buffers are opened
+    before the judge writes fresh inputs, and the timed step computes from those fresh inputs and
+    copies every set's output into the judge's buffers in one multi-tensor copy."""
+    import os as _os
+    from types import SimpleNamespace
+
+    import torch
+
+    from aka.evaluate.channel import Arena
+    from aka.evaluate.runner_timing import timing_handlers
+
+    class Twice(torch.nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    sets = [{"x": torch.full((5,), float(i))} for i in range(3)]
+    state = {"cand": Twice(), "timer": (SimpleNamespace(sets=sets), SimpleNamespace(graph=None), [])}
+    h = timing_handlers(state, sync=lambda: None)
+    arena = Arena("cpu")
+    bufs, descs = [], []
+    for _ in sets:
+        t, d = arena.empty((5,), torch.float32)
+        t.fill_(float("nan"))
+        bufs.append(t)
+        descs.append({"0": d})
+    h["time_checked_open"]({"outputs": descs}, [_os.dup(fd) for fd in arena.fds])
+    for i, s in enumerate(sets):  # the judge's fresh values, after the buffers were opened
+        s["x"].fill_(10.0 + i)
+    assert h["time_checked"]({}, [])["ok"]
+    for i, b in enumerate(bufs):
+        assert torch.equal(b, torch.full((5,), 2 * (10.0 + i)))
+    h["time_end"]({}, [])
+    assert "checked" not in state

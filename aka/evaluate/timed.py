@@ -2,10 +2,11 @@
 rounds over the same input sets (judge-owned shared memory), then one checked call that the judge
 times with its own clock and whose outputs land in the judge's buffers.
 
-The checked call is what makes the runner's numbers believable. After the rounds the judge writes
-fresh values into every input set and asks the runner to do the timed work once more (replay its
-graph over every set, or its call on the one large set) and copy each set's output into a buffer
-the judge owns. The judge then
+The checked call is what makes the runner's numbers believable. After the rounds the runner opens
+the judge's output buffers (untimed), then the judge writes fresh values into every input set and
+asks the runner to do the timed work once more (replay its graph over every set, or its call on
+the one large set) and copy each set's output into those buffers in one multi-tensor copy. The
+judge then
   * compares the outputs of sets it picks afterwards against the reference: work skipped while
     timed shows up as a wrong answer;
   * compares its own wall time for that checked call with what the runner's samples claim the same
@@ -66,8 +67,6 @@ def check_timed_output(judge, remote: RemoteImpl, ref, sets, write_fresh, shape)
     """The checked call (module docstring). Returns what was measured, for the result's detail."""
     structure = judge.structure.get(shape.id) or []
     n = min(len(sets), remote.graph_calls) if remote.method == "cuda_graph" else 1
-    write_fresh()  # fresh values, same addresses: the runner's graph reads them
-    torch.cuda.synchronize()
     arena = Arena(judge.device)
     bufs, descs = [], []
     for _ in range(n):
@@ -81,13 +80,21 @@ def check_timed_output(judge, remote: RemoteImpl, ref, sets, write_fresh, shape)
         bufs.append(b)
         descs.append(d)
     torch.cuda.synchronize()
+    # The runner opens the buffers first; only then do the inputs change, so no output can be made
+    # ahead of the clock, and the timed request holds the work and one multi-tensor copy.
+    remote.ask("time_checked_open", outputs=descs)
+    write_fresh()  # fresh values, same addresses: the runner's graph reads them
+    torch.cuda.synchronize()
     t0 = time.perf_counter()
     remote.client.request("ping", "timing")
     ping_us = (time.perf_counter() - t0) * 1e6
     t0 = time.perf_counter()
-    remote.ask("time_checked", outputs=descs)
+    remote.ask("time_checked")
     wall_us = (time.perf_counter() - t0) * 1e6
-    copy_us = _wall_us(lambda: [t.clone() for b in bufs for t in b.values()])
+    flat = [t for b in bufs for t in b.values()]
+    scratch = [torch.empty_like(t) for t in flat]
+    copy_us = _wall_us(lambda: torch._foreach_copy_(scratch, flat)) if flat else 0.0
+    scratch.clear()
     picks = sorted(random.Random(os.urandom(8)).sample(range(n), min(n, CHECKED_OUTPUTS)))
     for i in picks:
         names = [s[0] for s in structure]
@@ -105,7 +112,7 @@ def check_timed_output(judge, remote: RemoteImpl, ref, sets, write_fresh, shape)
     tries = 1
     while wall_us > bound and tries < CLOCK_TRIES:  # the same work again: a busy host only adds time
         t0 = time.perf_counter()
-        remote.ask("time_checked", outputs=descs)
+        remote.ask("time_checked")
         wall_us = min(wall_us, (time.perf_counter() - t0) * 1e6)
         tries += 1
     arena.close()
