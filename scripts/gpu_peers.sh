@@ -4,7 +4,7 @@
 #   mkdir -p /tmp/peers && tar xzf <files_at>/peers.tgz -C /tmp/peers
 #   python -m aka.cli bench peers /tmp/peers/runs/* --out results/h200/peers/PEERS.md --readme bench/README.md
 #
-#   device: bash scripts/gpu_peers.sh            (AKA_DEADLINE_S, default 150; AKA_PEER_JOBS, default 4)
+#   device: bash scripts/gpu_peers.sh            (AKA_DEADLINE_S, default 150; AKA_PEER_JOBS, default 6)
 #   CPU test: AKA_PEER_SMALL=1 AKA_DEADLINE_S=900 OUT=/tmp/o bash scripts/gpu_peers.sh   (small shapes,
 #   the interpreter: correctness only, the peers that run on a CPU checked, no times)
 #
@@ -17,7 +17,7 @@ set -uo pipefail
 : "${OUT:?set OUT to a results folder}"
 T0=$(date +%s)
 DEADLINE=${AKA_DEADLINE_S:-150}
-JOBS=${AKA_PEER_JOBS:-4}
+JOBS=${AKA_PEER_JOBS:-6}
 export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True} PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 export AKA_CACHE_DIR=${AKA_CACHE_DIR:-/tmp/aka-cache}
 mkdir -p "$AKA_CACHE_DIR"
@@ -39,7 +39,8 @@ if [[ -n $whl ]] && ! python3 -c "import liger_kernel" 2>/dev/null; then
   python3 -m pip install --no-deps --no-index -q "$whl" >> "$W/install.log" 2>&1 \
     || python3 -m pip install --no-deps --no-index -q --break-system-packages "$whl" >> "$W/install.log" 2>&1
 fi
-python3 -c "from importlib.metadata import version; print('liger-kernel', version('liger-kernel'))" >> "$W/provenance.txt" 2>&1
+python3 -c "from aka.peers import library_version as v; print('liger-kernel', v('liger_kernel') or 'not installed')" \
+  >> "$W/provenance.txt" 2>&1
 plan_flags=""; run_flags=""
 [[ -n ${AKA_PEER_SMALL:-} ]] && { plan_flags="--small"; run_flags="--device cpu"; }
 timeout "$(( $(left) - 20 ))" python3 scripts/peer_plan.py "$W/kernels" "$W/plan.json" $plan_flags \

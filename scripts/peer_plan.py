@@ -49,12 +49,13 @@ def large_shapes(problem, device: str) -> list[str]:
         spec = s.to_json()
         inputs = rt.make_inputs(spec)
         nbytes = sum(t.numel() * t.element_size() for t in inputs.values() if isinstance(t, torch.Tensor))
-        ref = rt.make_reference(spec)
-        with torch.no_grad():
-            o = ref(**inputs)
-        outs = o if isinstance(o, (tuple, list)) else [o]
-        nbytes += sum(t.numel() * t.element_size() for t in outs if isinstance(t, torch.Tensor))
-        del inputs, o, outs, ref
+        if (problem.meta.get("cost") or {}).get("bytes", "auto") == "auto":  # outputs count too
+            with torch.no_grad():
+                o = rt.make_reference(spec)(**inputs)
+            outs = o if isinstance(o, (tuple, list)) else [o]
+            nbytes += sum(t.numel() * t.element_size() for t in outs if isinstance(t, torch.Tensor))
+            del o, outs
+        del inputs
         cost = resolve_cost(problem.meta, s, float(nbytes), {})
         if cost is not None and roofline(cost, sheet.mem_tbps, sheet.peak_tflops).sol_us >= LARGE_SOL_US:
             out.append(s.id)

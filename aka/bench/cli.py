@@ -129,6 +129,9 @@ def cmd_run(args) -> int:
     with Progress(*cols) as prog:
         task = prog.add_task("starting", total=len(suite.problems))
         run_bench(suite, opts, _Progress(prog, task))
+    if not load_records(out):  # e.g. --impl peer over ops that have none
+        print(f"aka bench run: nothing to record for {args.impl} over these ops; no report", file=sys.stderr)
+        return 0
     report = write_report(out)
     for impl, s in by_impl(load_records(out)).items():
         print(f"{impl}: score {s['score']:.4f}, pass {s['pass_rate']:.2f}, fallback {s['fallback_rate']:.2f}, "

@@ -58,6 +58,10 @@ def peer_rows(records: list[dict]) -> list[dict]:
     return out
 
 
+def _x(v) -> str:
+    return "-" if v is None else f"{fmt(v, '.2f')}x"
+
+
 def markdown(rows: list[dict], source: str = "") -> str:
     env = next((r for r in rows if r.get("gpu")), rows[0] if rows else {})
     head = (f"aka's kernel vs the op's peer, peer time / kernel time per shape (> 1: aka faster). "
@@ -69,7 +73,7 @@ def markdown(rows: list[dict], source: str = "") -> str:
         peer = f"{r['peer']} ({r['library']} {r['version']})" if r.get("peer") else "-"
         failed = f"{r['peer_failed']}: {r['peer_failure']}" if r["peer_failed"] else "0"
         lines.append(f"| {r['op']} | {r['impl']} | {peer} | {r['compared']}/{r['shapes']} | "
-                     f"{fmt(r['geomean'], '.2f')}x | {fmt(r['worst'], '.2f')}x {r['worst_shape'] or ''} | {failed} |")
+                     f"{_x(r['geomean'])} | {_x(r['worst'])} {r['worst_shape'] or ''} | {failed} |")
     return "\n".join(lines) + "\n"
 
 

@@ -82,7 +82,7 @@ def _rows(res: EvalResult, impl: str, problem, suite: Suite, which: str | None =
     """Flatten one EvalResult into records; `which` picks the eager, compile or peer column for baselines."""
     from aka.evaluate.timing import BASELINE_METHOD
     env = res.env or {}
-    peer = env.get("peer") or {}
+    peer = env.get("peer") or _peer_of(problem) or {}
     base = {"impl": impl, "op": problem.name, "category": problem.category, "op_weight": suite.weight(problem.name),
             "device": res.device, "gpu": env.get("gpu"), "torch": env.get("torch"), "triton": env.get("triton"),
             "git_sha": env.get("git_sha"), "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -134,6 +134,16 @@ def _rows(res: EvalResult, impl: str, problem, suite: Suite, which: str | None =
                          bound=s.bound, impossible=bool(floor),
                          fallback_ops=s.fallback_ops))
     return rows
+
+
+def _peer_of(problem) -> dict | None:
+    """The op's peer as meta.json names it, with the installed version (for the records of an
+    evaluation that did not run it: a CPU candidate)."""
+    from aka.peers import PeerError, describe, peer_of
+    try:
+        return describe(peer_of(problem.meta))
+    except PeerError:
+        return None
 
 
 def has_peer(problem) -> bool:
