@@ -7,21 +7,27 @@ bf16 before the weight, one ulp away.
 """
 from __future__ import annotations
 
+import importlib
+
 import torch.nn as nn
 
 
-def _gpu_only(device: str) -> str | None:
-    if not str(device).startswith("cuda"):
-        return "Liger's Triton kernels run on a GPU only (the judge runs no Triton interpreter for peers)"
-    return None
-
-
 class _LigerPeer(nn.Module):
+    module = "liger_kernel.ops.rms_norm"  # the Liger module the forward calls into
+
     def __init__(self, ref=None):
         super().__init__()
         self.eps = float(getattr(ref, "eps", 1e-6))
 
-    unavailable = staticmethod(_gpu_only)
+    @classmethod
+    def unavailable(cls, device: str) -> str | None:
+        if not str(device).startswith("cuda"):
+            return "Liger's Triton kernels run on a GPU only (the judge runs no Triton interpreter for peers)"
+        try:
+            importlib.import_module(cls.module)
+        except Exception as e:  # noqa: BLE001 - an install that does not import is a reason, said
+            return f"{cls.module} does not import: {type(e).__name__}: {str(e)[:160]}"
+        return None
 
 
 class RMSNormPeer(_LigerPeer):
@@ -32,6 +38,7 @@ class RMSNormPeer(_LigerPeer):
 
 class FusedAddRMSNormPeer(_LigerPeer):
     """Liger's fused residual add + RMSNorm: returns (y, x + residual), both fresh tensors."""
+    module = "liger_kernel.ops.fused_add_rms_norm"
 
     def forward(self, x, residual, weight):
         from liger_kernel.ops.fused_add_rms_norm import LigerFusedAddRMSNormFunction
@@ -40,6 +47,8 @@ class FusedAddRMSNormPeer(_LigerPeer):
 
 
 class LayerNormPeer(_LigerPeer):
+    module = "liger_kernel.ops.layer_norm"
+
     def __init__(self, ref=None):
         super().__init__(ref)
         self.eps = float(getattr(ref, "eps", 1e-5))
@@ -51,6 +60,7 @@ class LayerNormPeer(_LigerPeer):
 
 class SiluMulPeer(_LigerPeer):
     """SwiGLU on the fused [T, 2I] gate-up tensor (Liger's fused-gate-up kernel: no split copies)."""
+    module = "liger_kernel.ops.swiglu"
 
     def forward(self, x):
         from liger_kernel.ops.swiglu import LigerFusedGateUpSiLUMulFunction
@@ -61,12 +71,12 @@ class GeluMulPeer(_LigerPeer):
     """GeGLU with tanh GELU. Liger's kernel takes gate and up as two tensors and makes them
     contiguous, so the halves of the fused input are copied first: the cost of calling it on
     vLLM's layout, included in its time."""
+    module = "liger_kernel.ops.geglu"
 
     def forward(self, x):
         from liger_kernel.ops.geglu import LigerGELUMulFunction
         d = x.shape[-1] // 2
         return LigerGELUMulFunction.apply(x[..., :d], x[..., d:])
-
 
 
 class QKNormPeer(_LigerPeer):
