@@ -43,14 +43,14 @@ python3 -c "from aka.peers import library_version as v; print('liger-kernel', v(
   >> "$W/provenance.txt" 2>&1
 plan_flags=""; run_flags=""
 [[ -n ${AKA_PEER_SMALL:-} ]] && { plan_flags="--small"; run_flags="--device cpu"; }
-timeout "$(( $(left) - 20 ))" python3 scripts/peer_plan.py "$W/kernels" "$W/plan.json" $plan_flags \
+timeout "$(( $(left) - 20 ))" python3 scripts/peer_plan.py "$W/kb-best" "$W/plan.json" $plan_flags \
   ${AKA_PEER_OPS:+--ops $AKA_PEER_OPS} > "$W/plan.txt" 2> "$W/plan.err"
 echo "[plan rc=$? wall=$(( $(date +%s) - T0 ))s] $(wc -l < "$W/plan.txt") ops" | tee -a "$W/steps.txt"
 one() {  # one op: its large shapes, the peer and the kernel, timed in the same rounds
   local op=$1 shapes=$2 t=$(( $(left) - 15 ))
   if (( t < 10 )); then echo "skipped (deadline): $op" | tee -a "$W/steps.txt"; return 0; fi
   local s=$(date +%s)
-  timeout --signal=INT --kill-after=10 "$t" python3 -m aka.cli bench run --impl "peer,$W/kernels" --ops "$op" \
+  timeout --signal=INT --kill-after=10 "$t" python3 -m aka.cli bench run --impl "peer,$W/kb-best" --ops "$op" \
     --shapes "$shapes" --no-beside --timeout "$t" --out "$W/runs/$op" $run_flags > "$W/runs/$op.log" 2>&1
   echo "[$op rc=$? wall=$(( $(date +%s) - s ))s shapes $shapes]" | tee -a "$W/steps.txt"
 }

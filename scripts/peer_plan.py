@@ -3,7 +3,7 @@ the op's large shapes.
 
     python scripts/peer_plan.py CAND_DIR PLAN.json [--ops a,b] [--small]
 
-Writes CAND_DIR/<op>.py (the kernel, copied), PLAN.json ({op: {kernel, why, shapes}}) and prints one
+Writes CAND_DIR/<op>/<kernel>.py (the kernel, copied), PLAN.json ({op: {kernel, why, shapes}}) and prints one
 line per op, `op shape,shape,...`, in the order the issue's table lists them. The kernel is the one
 `aka kb best` ranks first from its current GPU results; without any, the op's first kernel file (and
 PLAN.json says so). Large shapes: roofline time >= LARGE_SOL_US on the H200 datasheet, the bytes
@@ -93,7 +93,8 @@ def main(argv=None) -> int:
         if path is None:
             print(f"peer_plan: {op}: {why}", file=sys.stderr)
             continue
-        shutil.copy(path, cand / f"{op}.py")
+        (cand / op).mkdir(exist_ok=True)
+        shutil.copy(path, cand / op / path.name)  # DIR/<op>/<kernel>.py: the records name the kernel
         try:
             shapes = list(prob.small_shapes) if a.small else large_shapes(prob, device)
         except Exception as e:  # noqa: BLE001 - an op whose shapes cannot be sized is left out, said

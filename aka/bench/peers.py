@@ -45,7 +45,9 @@ def peer_rows(records: list[dict]) -> list[dict]:
         worst = min(got, key=lambda t: t[0]) if got else None
         bad_peer = [p for p in prs if p and not p.get("correct")]
         info = next((p for p in prs if p and p.get("peer")), None) or next((r for r in rs if r.get("peer")), {})
-        out.append({"op": op, "impl": impl, "peer": info.get("peer"), "library": info.get("peer_library"),
+        kernel = next((r.get("candidate") for r in rs if r.get("candidate")), None)
+        out.append({"op": op, "impl": impl if not kernel or kernel == op else f"{impl}/{kernel}",
+                    "peer": info.get("peer"), "library": info.get("peer_library"),
                     "version": info.get("peer_version"), "shapes": len(rs), "compared": len(got),
                     "geomean": geomean([x for x, _ in got]) if got else None,
                     "worst": worst[0] if worst else None,

@@ -86,7 +86,8 @@ def _rows(res: EvalResult, impl: str, problem, suite: Suite, which: str | None =
     base = {"impl": impl, "op": problem.name, "category": problem.category, "op_weight": suite.weight(problem.name),
             "device": res.device, "gpu": env.get("gpu"), "torch": env.get("torch"), "triton": env.get("triton"),
             "git_sha": env.get("git_sha"), "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "timing": BASELINE_METHOD, "peer": peer.get("name"), "peer_library": peer.get("library"),
+            "timing": BASELINE_METHOD, "candidate": Path(res.candidate).stem if which is None and res.candidate else None,
+            "peer": peer.get("name"), "peer_library": peer.get("library"),
             "peer_version": peer.get("version")}
     info = {s.id: s for s in problem.shapes.values()} | {s.id: s for s in problem.small_shapes.values()}
     rows = []
