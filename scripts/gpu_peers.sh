@@ -12,7 +12,8 @@
 # carries it (pure Python; torch and triton are the device's). Each op is its own `aka bench run
 # --impl peer,<kernels> --no-beside` (its large shapes differ from the next op's), AKA_PEER_JOBS at a
 # time, every one under `timeout` against the deadline; their timings take turns under the GPU
-# lock. Records are written as each op finishes, so a run cut short keeps what it finished.
+# lock. Records are written as each op finishes, so a run cut short keeps what it finished, and a
+# later call with the same AKA_CACHE_DIR carried in (peer_runs/) measures only what is missing.
 set -uo pipefail
 : "${OUT:?set OUT to a results folder}"
 T0=$(date +%s)
@@ -23,9 +24,12 @@ export AKA_CACHE_DIR=${AKA_CACHE_DIR:-/tmp/aka-cache}
 mkdir -p "$AKA_CACHE_DIR"
 [[ -s $AKA_CACHE_DIR/source_sha ]] && export AKA_GIT_SHA=$(cat "$AKA_CACHE_DIR/source_sha")
 W=$OUT/work; mkdir -p "$W/runs"
+# resume: the runs of an earlier call, carried in ($AKA_CACHE_DIR/peer_runs), continue where they stopped
+[[ -d $AKA_CACHE_DIR/peer_runs ]] && cp -r "$AKA_CACHE_DIR/peer_runs/." "$W/runs/"
 left() { echo $(( DEADLINE - ($(date +%s) - T0) )); }
 pack() {
   echo "total wall seconds: $(( $(date +%s) - T0 ))" | tee -a "$W/steps.txt"
+  rm -rf "$AKA_CACHE_DIR/peer_runs"; cp -r "$W/runs" "$AKA_CACHE_DIR/peer_runs" 2>/dev/null
   python3 -m aka.cli bench peers "$W"/runs/*/ --out "$W/PEERS.md" > "$W/peers_table.log" 2>&1
   tar czf "$OUT/peers.tgz" -C "$W" . && rm -rf "$W"
   ls -la "$OUT"
