@@ -64,6 +64,7 @@ def cmd_eval(args) -> int:
     console = Console(soft_wrap=True)  # a piped log keeps each message on one line, greppable
     cfg = EvalConfig(device=args.device, draws=args.draws, seed=args.seed, outliers=not args.no_outliers,
                      timing=not args.no_timing, fresh_baselines=args.fresh_baselines, ncu=args.ncu,
+                     peer=not args.no_peer,
                      ncu_shape=args.ncu_shape,
                      sandbox=SandboxConfig(timeout_s=args.timeout, idle_timeout_s=args.idle_timeout))
     try:
@@ -148,6 +149,8 @@ def add_eval(sub) -> None:
     e.add_argument("--no-timing", action="store_true", default=not d.timing, help="correctness only")
     e.add_argument("--fresh-baselines", action="store_true", default=d.fresh_baselines,
                    help="re-measure eager/compile baselines")
+    e.add_argument("--no-peer", action="store_true", default=not d.peer,
+                   help="do not check and time the op's production peer (meta.json `peer`) beside the candidate")
     e.add_argument("--ncu", action="store_true", default=d.ncu, help="add Nsight Compute metrics for one shape")
     e.add_argument("--ncu-shape", default=d.ncu_shape, help="shape id for --ncu (default: the largest)")
     e.add_argument("--timeout", type=float, default=box.timeout_s,

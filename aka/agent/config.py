@@ -69,6 +69,7 @@ class EvalSettings:
     timeout_s: float = 900.0
     idle_timeout_s: float = 180.0
     ncu: bool = False                     # Nsight Compute metrics for one shape of passing candidates
+    peer: bool = True                     # GPU: the op's production peer checked and timed beside (×peer)
     confirm_repeats: int = 2              # GPU: fresh evaluations of challenger and incumbent before promotion
     min_rel_gain: float = 0.02            # GPU: the challenger's median objective must beat the incumbent's by this
     cpu_max_elems: int = 65536            # CPU: a shape whose int kwargs multiply past this is too big for the interpreter

@@ -80,11 +80,12 @@ class LiveView:
                  f"{opt.budget.elapsed_s():.0f} s")
         t = Table(title=f"{self.header} — round {st.round}/{cfg.budget.iterations} — best {best} — {spend}",
                   title_justify="left")
-        for col in ("shape", "weight", "pass" if opt.device.startswith("cpu") else "sol_fraction", "×eager", "×compile"):
+        for col in ("shape", "weight", "pass" if opt.device.startswith("cpu") else "sol_fraction", "×eager", "×compile",
+                    "×peer"):
             t.add_column(col, justify="left" if col == "shape" else "right")
         if inc and inc.result:
             for s in inc.result.shapes:
                 v = fmt(s.correct) if opt.device.startswith("cpu") else fmt(s.sol_fraction, ".3f")
                 t.add_row(f"{s.id} {s.label}"[:40], fmt(opt.task.weights.get(s.id, 1.0)), v,
-                          fmt(s.speedup_eager, ".2f"), fmt(s.speedup_compile, ".2f"))
+                          fmt(s.speedup_eager, ".2f"), fmt(s.speedup_compile, ".2f"), fmt(s.speedup_peer, ".2f"))
         return Group(t)

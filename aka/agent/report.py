@@ -174,12 +174,14 @@ def write_report(store: RunStore, state: State, problem, task, cfg, proposer_nam
                   "Drop-in: `kernel_module.py` (imports ModelNew; `register_custom_op()` registers a torch.library op).",
                   "", "sol_fraction is against the datasheet roofline; the measured one uses `aka hw calibrate`'s "
                   "ceilings (copy bandwidth, matmul rates) when they are cached.", "",
-                  "| shape | ok | time µs | SOL µs | sol_fraction | of measured ceiling | bound | ×eager | ×compile |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+                  "| shape | ok | time µs | SOL µs | sol_fraction | of measured ceiling | bound | ×eager | ×compile | ×peer |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for s in inc.result.shapes:
             lines.append(f"| {s.id} {s.label} | {fmt(s.correct)} | {fmt(s.time_us, '.2f')} | {fmt(s.sol_us, '.2f')} | "
                          f"{fmt(s.sol_fraction, '.3f')} | {fmt(s.sol_fraction_measured, '.3f')} | {s.bound or '-'} | "
-                         f"{fmt(s.speedup_eager, '.2f')} | {fmt(s.speedup_compile, '.2f')} |")
+                         f"{fmt(s.speedup_eager, '.2f')} | {fmt(s.speedup_compile, '.2f')} | "
+                         f"{fmt(s.speedup_peer, '.2f')} |")
+        lines += ["", _peer_line(inc.result, problem)]
     lines += ["", "## Trajectory", "", "| candidate | round | kind | parent | status | objective | decision |",
               "| --- | --- | --- | --- | --- | --- | --- |"]
     for c in state.history:
@@ -202,3 +204,17 @@ def write_report(store: RunStore, state: State, problem, task, cfg, proposer_nam
     if inc is not None:
         write_kernel_module(store, problem, task)
     return store.write_text("report.md", "\n".join(lines))
+
+
+def _peer_line(result, problem) -> str:
+    """What ×peer is against, or why the column is empty."""
+    peer = (result.env or {}).get("peer")
+    if peer and peer.get("unavailable"):
+        return f"×peer: {peer['name']} ({peer['library']}) did not run: {peer['unavailable']}."
+    if peer:
+        return (f"×peer: against {peer['name']} ({peer['library']} {peer['version']}), {peer.get('what', '')}, "
+                "timed in the same rounds.")
+    meta = getattr(problem, "meta", None) or {}
+    if meta.get("peer"):
+        return "×peer: the op's peer was not timed (no GPU timing in this run)."
+    return "×peer: this op has no production peer" + (f" ({meta['peer_why']})." if meta.get("peer_why") else ".")

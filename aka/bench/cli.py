@@ -18,7 +18,8 @@ def register(sub) -> None:
 
     rn = bs.add_parser("run", help="run implementations over the suite")
     rn.add_argument("--impl", default="reference,compile",
-                    help="comma list: reference, compile, or directories of candidates (DIR/<op>.py)")
+                    help="comma list: reference, compile, peer (the op's production library, meta.json), "
+                         "or directories of candidates (DIR/<op>.py)")
     rn.add_argument("--suite", default=None)
     rn.add_argument("--ops", default=None, help="comma list of operators (default: all)")
     rn.add_argument("--shapes", default=None, help="shape ids / all / small (default: all on GPU, small on CPU)")
@@ -27,12 +28,22 @@ def register(sub) -> None:
     rn.add_argument("--weights", default=None)
     rn.add_argument("--timeout", type=float, default=1800.0, help="per-op evaluation timeout, seconds")
     rn.add_argument("--jobs", type=int, default=1, help="GPU: ops evaluated at once; their timed rounds take turns under the GPU lock")
+    rn.add_argument("--no-beside", action="store_true",
+                    help="time candidates without eager and torch.compile beside them (the peer still is, "
+                         "when --impl names it)")
     rn.set_defaults(func=cmd_run)
 
     rp = bs.add_parser("report", help="markdown + plots from a run directory")
     rp.add_argument("run_dir")
     rp.add_argument("--weights", help="score with this weights file instead of the weights the run recorded")
     rp.set_defaults(func=cmd_report)
+
+    pe = bs.add_parser("peers", help="our kernels vs each op's production peer, from run records")
+    pe.add_argument("run_dirs", nargs="+", help="bench run directories (their records.jsonl)")
+    pe.add_argument("--out", default=None, help="markdown file (and a .json beside it)")
+    pe.add_argument("--readme", default=None, help="also replace the table between the markers of this file "
+                                                   "(bench/README.md)")
+    pe.set_defaults(func=cmd_peers)
 
     w = bs.add_parser("weigh", help="derive operator weights from a trace or a workload description")
     g = w.add_mutually_exclusive_group(required=True)
@@ -111,12 +122,16 @@ def cmd_run(args) -> int:
     suite = _suite(args)
     out = Path(args.out or f"runs/bench-{_dt.datetime.now():%Y%m%d-%H%M%S}")
     opts = RunOptions(impls=[i.strip() for i in args.impl.split(",") if i.strip()], out=out,
-                      device=args.device, shapes=args.shapes, timeout_s=args.timeout, jobs=args.jobs)
+                      device=args.device, shapes=args.shapes, timeout_s=args.timeout, jobs=args.jobs,
+                      beside=not args.no_beside)
     cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             TextColumn("eta"), TimeRemainingColumn())
     with Progress(*cols) as prog:
         task = prog.add_task("starting", total=len(suite.problems))
         run_bench(suite, opts, _Progress(prog, task))
+    if not load_records(out):  # e.g. --impl peer over ops that have none
+        print(f"aka bench run: nothing to record for {args.impl} over these ops; no report", file=sys.stderr)
+        return 0
     report = write_report(out)
     for impl, s in by_impl(load_records(out)).items():
         print(f"{impl}: score {s['score']:.4f}, pass {s['pass_rate']:.2f}, fallback {s['fallback_rate']:.2f}, "
@@ -132,6 +147,18 @@ def cmd_report(args) -> int:
     except (ValueError, FileNotFoundError) as e:
         print(f"aka bench report: {e}", file=sys.stderr)
         return 2
+    return 0
+
+
+def cmd_peers(args) -> int:
+    from aka.bench.peers import write
+    from aka.errors import UserError
+    try:
+        md = write([Path(d) for d in args.run_dirs], Path(args.out) if args.out else None,
+                   Path(args.readme) if args.readme else None)
+    except FileNotFoundError as e:
+        raise UserError(str(e)) from None
+    print(md, end="")
     return 0
 
 

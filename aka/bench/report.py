@@ -75,6 +75,11 @@ def write_report(run_dir: Path, weights: Path | None = None, say=_stderr) -> Pat
         big = [fmt(large.get((op, i), (0, None))[1], ".3f") for i in impls]
         lines.append(f"| {op} | {first.get('category')} | {_w(first.get('weight'))} | {first.get('shapes')} | "
                      + " | ".join(cells) + f" | {n_large} | " + " | ".join(big) + " |")
+    from aka.bench.peers import markdown as peer_markdown
+    from aka.bench.peers import peer_rows
+    against = peer_rows(rows)
+    if against:
+        lines += ["", "## Against production peers (meta.json `peer`)", "", peer_markdown(against).rstrip("\n")]
     plots, why = _plots(rows, run_dir, impls, ops)
     lines += ["", "## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots]
     if why:

@@ -1,8 +1,10 @@
 """`aka bench run`: implementations over a suite, one long-format record per (impl, op, shape).
 
 Implementations: `reference` (PyTorch eager), `compile` (torch.compile of the reference, default
-mode), or a directory of candidates, one per op (`DIR/<op>.py`, or `DIR/<op>/best.py`, or the
-first `DIR/<op>/*.py`). Records are appended to `records.jsonl` as each op finishes, so an
+mode), `peer` (the op's production peer, meta.json `peer`: checked against the reference, then
+timed; ops without one get no peer records), or a directory of candidates, one per op
+(`DIR/<op>.py`, or `DIR/<op>/best.py`, or the first `DIR/<op>/*.py`). With `peer` named, every
+candidate is timed beside the peer in the same rounds too (`peer_us`, `speedup_peer`). Records are appended to `records.jsonl` as each op finishes, so an
 interrupted run resumes where it stopped: (impl, op, shape, device) already present are skipped,
 except records that failed for want of GPU memory, which are measured again.
 """
@@ -20,7 +22,7 @@ from aka.evaluate.api import EvalConfig, evaluate, evaluate_baselines, git_sha, 
 from aka.evaluate.result import EvalResult
 from aka.objective import fraction, impossible
 
-BASELINES = ("reference", "compile")
+BASELINES = ("reference", "compile", "peer")
 
 
 @dataclass
@@ -31,6 +33,7 @@ class RunOptions:
     shapes: str | None = None  # None: all benchmark shapes on GPU, "small" on CPU
     timeout_s: float = 1800.0
     jobs: int = 1              # GPU: ops evaluated at once (their timings still take turns)
+    beside: bool = True        # candidates timed beside eager and torch.compile (False: only the peer, if named)
 
 
 def candidate_for(impl_dir: Path, op: str) -> Path | None:
@@ -70,17 +73,22 @@ def retryable(record: dict) -> bool:
     from aka.evaluate.timing import BASELINE_METHOD
     if str(record.get("device", "")).startswith("cuda") and record.get("timing") != BASELINE_METHOD:
         return True
+    if record.get("impl") == "peer" and record.get("status") == "unavailable":
+        return True  # the library may be installed since
     return machine_failure(record.get("status"), record.get("reason"))
 
 
 def _rows(res: EvalResult, impl: str, problem, suite: Suite, which: str | None = None) -> list[dict]:
-    """Flatten one EvalResult into records; `which` picks the eager or compile column for baselines."""
+    """Flatten one EvalResult into records; `which` picks the eager, compile or peer column for baselines."""
     from aka.evaluate.timing import BASELINE_METHOD
     env = res.env or {}
+    peer = env.get("peer") or _peer_of(problem) or {}
     base = {"impl": impl, "op": problem.name, "category": problem.category, "op_weight": suite.weight(problem.name),
             "device": res.device, "gpu": env.get("gpu"), "torch": env.get("torch"), "triton": env.get("triton"),
             "git_sha": env.get("git_sha"), "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "timing": BASELINE_METHOD}
+            "timing": BASELINE_METHOD, "candidate": Path(res.candidate).stem if which is None and res.candidate else None,
+            "peer": peer.get("name"), "peer_library": peer.get("library"),
+            "peer_version": peer.get("version")}
     info = {s.id: s for s in problem.shapes.values()} | {s.id: s for s in problem.small_shapes.values()}
     rows = []
     for s in res.shapes:
@@ -88,14 +96,19 @@ def _rows(res: EvalResult, impl: str, problem, suite: Suite, which: str | None =
             t, method = s.eager_us, (s.baseline_methods or {}).get("eager")
         elif which == "compile":
             t, method = s.compile_us, (s.baseline_methods or {}).get("compile")
+        elif which == "peer":
+            t, method = s.peer_us, (s.baseline_methods or {}).get("peer")
         else:
             t, method = s.time_us, s.timing_method
         ok = res.status == "pass" and (which is not None or bool(s.correct))
         why = ""
+        peer_failed = which == "peer" and s.peer_status != "pass"
+        if peer_failed:  # a peer that computes something else, raises, or cannot run here: not timed
+            ok = False
         if which is not None and ok and t is None and str(res.device).startswith("cuda"):
             # A baseline the GPU run could not time (torch.compile failing on this reference):
             # a failed case of that implementation, with the harness's reason, not a silent gap.
-            name = "eager" if which == "reference" else "compile"
+            name = {"reference": "eager"}.get(which, which)
             why = next((n.split(": ", 1)[1] for n in res.notes
                         if n.startswith(f"shape {s.id}: {name} not timed")), f"{name} not timed")
             ok = False
@@ -106,17 +119,40 @@ def _rows(res: EvalResult, impl: str, problem, suite: Suite, which: str | None =
             sp_eager = s.eager_us / t if s.eager_us and t else None
             sp_compile = s.compile_us / t if s.compile_us and t else None
         shape = info.get(s.id)
+        status = res.status if which is None else ("pass" if ok else ("untimed" if why else res.status))
+        reason = why or (res.reason if not ok else "")
+        if peer_failed:
+            status, reason = s.peer_status or "error", s.peer_reason or "peer not checked"
+        sp_peer = s.speedup_peer if which is None else (s.peer_us / t if s.peer_us and t else None)
         rows.append(dict(base, shape=s.id, label=s.label, shape_weight=shape.weight if shape else 1.0,
                          phase=(shape.info.get("phase") if shape else None),
-                         status=res.status if which is None else ("pass" if ok else ("untimed" if why else res.status)),
-                         reason=why or (res.reason if not ok else ""), correct=ok, time_us=t,
+                         status=status, reason=reason, correct=ok, time_us=t,
                          timing_method=method if t is not None else None,
-                         eager_us=s.eager_us, compile_us=s.compile_us,
-                         speedup_eager=sp_eager, speedup_compile=sp_compile,
+                         eager_us=s.eager_us, compile_us=s.compile_us, peer_us=s.peer_us,
+                         speedup_eager=sp_eager, speedup_compile=sp_compile, speedup_peer=sp_peer,
+                         peer_status=s.peer_status, peer_rel_err=s.peer_rel_err,
                          sol_us=s.sol_us, sol_fraction=sol_fraction, bytes=s.bytes, flops=s.flops,
                          bound=s.bound, impossible=bool(floor),
                          fallback_ops=s.fallback_ops))
     return rows
+
+
+def _peer_of(problem) -> dict | None:
+    """The op's peer as meta.json names it, with the installed version (for the records of an
+    evaluation that did not run it: a CPU candidate)."""
+    from aka.peers import PeerError, describe, peer_of
+    try:
+        return describe(peer_of(problem.meta))
+    except PeerError:
+        return None
+
+
+def has_peer(problem) -> bool:
+    from aka.peers import PeerError, peer_of
+    try:
+        return peer_of(problem.meta) is not None
+    except PeerError:
+        return True  # its evaluation says what is wrong with the entry
 
 
 def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
@@ -134,14 +170,18 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
             "weights_source": suite.weights_source, "git_sha": seg["git_sha"], "started": seg["started"],
             "jobs": opts.jobs, "segments": segments + [seg]}
     meta_path.write_text(json.dumps(meta, indent=2))
-    cfg = EvalConfig(device=device)
+    cfg = EvalConfig(device=device, baselines=opts.beside, peer="peer" in opts.impls)
     cfg.sandbox.timeout_s = opts.timeout_s
     want_base = [i for i in opts.impls if i in BASELINES]
+    # the baselines' own evaluations time what was named: eager and compile together, the peer alone
+    base_cfg = EvalConfig(device=device, baselines=bool({"reference", "compile"} & set(want_base)),
+                          peer="peer" in want_base)
+    base_cfg.sandbox.timeout_s = opts.timeout_s
     cand_dirs = [Path(i) for i in opts.impls if i not in BASELINES]
     for d in cand_dirs:
         if not d.is_dir():
             from aka.problem import ProblemError
-            raise ProblemError(f"implementation {d} is neither 'reference', 'compile' nor a directory")
+            raise ProblemError(f"implementation {d} is neither 'reference', 'compile', 'peer' nor a directory")
     lock = threading.Lock()
 
     t_run = time.time()
@@ -155,10 +195,11 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
         """The shapes still to baseline, in `bench.split` chunks (meta.json) that run as separate
         jobs: an op whose torch.compile takes minutes per shape (fused_moe unrolls its expert
         loop) would otherwise be one job longer than the rest of the suite."""
-        if not want_base:
+        wanted = [i for i in want_base if i != "peer" or has_peer(problem)]
+        if not wanted:
             return []
         missing = [s.id for s in problem.select(shapes_of(problem))
-                   if not all((i, problem.name, s.id, device) in done for i in want_base)]
+                   if not all((i, problem.name, s.id, device) in done for i in wanted)]
         k = max(1, min(int((problem.meta.get("bench") or {}).get("split", 1)), len(missing)))
         return [missing[i::k] for i in range(k)] if missing else []
 
@@ -170,8 +211,9 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
             st["t0"] = st["t0"] or time.time()
         if kind == "baselines":
             _step(progress, f"{problem.name}: baselines" + (f" ({len(arg)} shapes)" if st["tasks"] > 1 else ""))
-            res = evaluate_baselines(problem, shapes=arg, config=cfg)
-            rows = [r for impl in want_base for r in _rows(res, impl, problem, suite, which=impl)]
+            res = evaluate_baselines(problem, shapes=arg, config=base_cfg)
+            rows = [r for impl in want_base if impl != "peer" or has_peer(problem)
+                    for r in _rows(res, impl, problem, suite, which=impl)]
             st["waits"].append(("baselines", res))
         else:
             d = arg

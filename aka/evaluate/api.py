@@ -28,6 +28,7 @@ class EvalConfig:
     checks: bool = True            # False: re-measurement of a source that already passed the checks
                                    # (import, first call, timing and its timed-output check only)
     baselines: bool = True         # time eager and torch.compile of the reference too
+    peer: bool = True              # the op's production peer (meta.json `peer`): checked, and timed on a GPU
     fresh_baselines: bool = False  # ignore the baseline cache and re-measure interleaved
     ncu: bool = False              # Nsight Compute pass on one shape (GPU only)
     ncu_shape: str | None = None
@@ -115,7 +116,7 @@ def build_spec(prob: Problem, selected, device: str, cfg: EvalConfig, *, mode: s
     files = [prob.reference_path] + ([prob.input_path] if prob.input_path else [])
     settings = Settings(draws=cfg.draws, outliers=cfg.outliers, outlier_frac=cfg.outlier_frac,
                         outlier_scale=cfg.outlier_scale, timing=cfg.timing, checks=cfg.checks,
-                        baselines=cfg.baselines, fresh_baselines=cfg.fresh_baselines, seed=seed,
+                        baselines=cfg.baselines, peer=cfg.peer, fresh_baselines=cfg.fresh_baselines, seed=seed,
                         baseline_cache=str(_cache_root() / "baselines"), gpu_lock=str(_cache_root() / "locks"),
                         runner_user=cfg.runner_user)
     spec = EvalSpec(problem=dict(prob.worker_spec(), source_hash=_hash_paths(files)),
@@ -172,8 +173,8 @@ def _finish(res: EvalResult, prob: Problem, selected) -> EvalResult:
 
 def evaluate_baselines(problem: Problem | str | Path, *, shapes=None, config: EvalConfig | None = None,
                        on_progress=None) -> EvalResult:
-    """Time PyTorch eager and torch.compile of the reference (no candidate): benchmark baselines.
-    On CPU it only counts bytes and FLOPs (no timing)."""
+    """Time PyTorch eager and torch.compile of the reference and the op's peer (no candidate):
+    benchmark baselines. On CPU it checks the peer and counts bytes and FLOPs (no timing)."""
     cfg = config or EvalConfig()
     prob = problem if isinstance(problem, Problem) else load_problem(problem)
     device = resolve_device(cfg.device)

@@ -329,7 +329,9 @@ class Judge:
             else:
                 self.stage_checks(shapes)
             if timed:
+                from aka.evaluate.peers import peer_stage
                 from aka.evaluate.timed import time_shapes
+                peer_stage(self, shapes)
                 self.progress("timing")
                 t0 = time.perf_counter()
                 time_shapes(self, shapes)
@@ -368,7 +370,10 @@ class Judge:
         return self.res
 
     def run_baselines(self, shapes, t_start: float) -> EvalResult:
-        """Benchmark mode: eager and torch.compile of the reference, no candidate and no runner."""
+        """Benchmark mode: eager and torch.compile of the reference and the op's peer, no candidate
+        and no runner."""
+        from aka.evaluate.peers import peer_stage
+        peer_stage(self, shapes)
         if not self.device.startswith("cuda"):
             self.res.status, self.res.reason = "pass", "no GPU: baselines need timing"
             self.res.notes.append("CPU: reference shapes ran for bytes/FLOPs only; no timings")

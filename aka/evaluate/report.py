@@ -79,9 +79,11 @@ def render(res: EvalResult, console=None) -> None:
                   f"[bold {colour}]{res.status}[/] — {res.reason}")
     t = Table(show_lines=False)
     timed = any(s.time_us for s in res.shapes)
+    peer = any(s.peer_us for s in res.shapes)
     cols = ["shape", "ok", "stage", "rel_err", "max_abs"]
     if timed:
-        cols += ["time µs", "±", "eager µs", "compile µs", "×eager", "×compile", "SOL µs", "SOL frac", "IOU", "MFU", "bound"]
+        cols += ["time µs", "±", "eager µs", "compile µs", "×eager", "×compile"] + (["peer µs", "×peer"] if peer else [])
+        cols += ["SOL µs", "SOL frac", "IOU", "MFU", "bound"]
     for c in cols:
         t.add_column(c, justify="right" if c not in ("shape", "stage", "bound") else "left")
     for s in res.shapes:
@@ -90,7 +92,9 @@ def render(res: EvalResult, console=None) -> None:
         if timed:
             ci = (s.time_ci_us[1] - s.time_ci_us[0]) / 2 if s.time_ci_us else None
             row += [fmt(s.time_us, ".2f"), fmt(ci, ".2f"), fmt(s.eager_us, ".2f"), fmt(s.compile_us, ".2f"),
-                    fmt(s.speedup_eager, ".2f"), fmt(s.speedup_compile, ".2f"), fmt(s.sol_us, ".2f"),
+                    fmt(s.speedup_eager, ".2f"), fmt(s.speedup_compile, ".2f")]
+            row += [fmt(s.peer_us, ".2f"), fmt(s.speedup_peer, ".2f")] if peer else []
+            row += [fmt(s.sol_us, ".2f"),
                     fmt(s.sol_fraction, ".2f") + ("!" if s.impossible else ""), fmt(s.iou, ".2f"),
                     fmt(s.mfu, ".2f"), s.bound or ""]
         t.add_row(*row)
@@ -98,6 +102,12 @@ def render(res: EvalResult, console=None) -> None:
     for s in res.shapes:
         if s.reason and s.correct is False or s.fallback_ops:
             console.print(f"  shape {s.id}: {s.reason}")
+    p = res.env.get("peer")
+    if p:
+        failed = [s for s in res.shapes if s.peer_status not in (None, "pass")]
+        console.print(f"  peer: {p['name']} ({p['library']} {p['version']}): {p.get('what', '')}"
+                      + (f"; not used on {len(failed)} shape(s): {failed[0].peer_status}: {failed[0].peer_reason}"
+                         if failed else ""))
     for n in res.notes:
         console.print(f"  [dim]note: {n}[/]")
     if res.wall_s:

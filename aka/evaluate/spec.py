@@ -41,6 +41,7 @@ class Settings:
     timing: bool = True             # GPU only
     checks: bool = True             # False: re-measurement of a source that already passed the checks
     baselines: bool = True          # time eager and torch.compile of the reference too
+    peer: bool = True               # check the op's peer (meta.json `peer`) and, on a GPU, time it too
     fresh_baselines: bool = False
     costs: bool = True              # count bytes and FLOPs of the reference (roofline inputs)
     seed: int = 0

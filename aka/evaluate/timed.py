@@ -29,6 +29,7 @@ import torch
 from aka.evaluate import compare as cmp
 from aka.evaluate.channel import Arena
 from aka.evaluate.loader import call
+from aka.evaluate.peers import peer_impl
 from aka.evaluate.result import StageFailure
 from aka.evaluate.stats import median_ci
 from aka.evaluate.timing import (BASELINE_METHOD, ROUNDS, Impl, RemoteImpl, ShapeTimer, make_input_sets,
@@ -153,6 +154,10 @@ def time_shapes(judge, shapes) -> None:
             # shape neither turns this one dynamic nor uses up its recompile limit.
             _dynamo.reset()
             impls += [Impl("eager", ref), Impl("compile", torch.compile(ref))]
+        peer = peer_impl(judge, shape, ref)  # never cached: timed in the same rounds as the candidate
+        impls += [peer] if peer is not None else []
+        if not impls:
+            continue
         arena = Arena(judge.device)
         with gpu.shared("inputs"):
             made = make_input_sets(judge.rt, shape.to_spec, seed + 50_000 + 100 * si, l2, between=gpu.breathe)
@@ -208,6 +213,9 @@ def time_shapes(judge, shapes) -> None:
             tmp.write_text(json.dumps(dict(base, measured_at=time.time())))
             os.replace(tmp, cache_path)
         sr.baseline_methods = {k: base[k].get("method") for k in ("eager", "compile") if k in base} or None
+        if "peer" in res:
+            sr.peer_us = res["peer"]["median_us"]
+            sr.baseline_methods = dict(sr.baseline_methods or {}, peer=res["peer"]["method"])
         if "eager" in base:
             sr.eager_us = base["eager"]["median_us"]
         if "compile" in base:
@@ -215,6 +223,7 @@ def time_shapes(judge, shapes) -> None:
         if sr.time_us:
             sr.speedup_eager = sr.eager_us / sr.time_us if sr.eager_us else None
             sr.speedup_compile = sr.compile_us / sr.time_us if sr.compile_us else None
+            sr.speedup_peer = sr.peer_us / sr.time_us if sr.peer_us else None
         judge.timing_detail = getattr(judge, "timing_detail", {})
         judge.timing_detail[shape.id] = dict(res, baselines_cached=cached is not None, checked=detail)
         if remote is not None:

@@ -1,0 +1,107 @@
+"""`aka bench peers`: our kernels against each op's production peer, from `aka bench run` records.
+
+Per (op, candidate impl): the geomean over shapes of peer time / kernel time, and the worst shape.
+A shape's ratio is the candidate record's own `speedup_peer` (the peer timed in the same rounds as
+the kernel) where it has one, else the peer record's time over the kernel's (two evaluations).
+Shapes where either side failed or was not timed are left out and counted. The same table goes to
+a markdown file and, between its markers, into bench/README.md.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from aka.evaluate.stats import geomean
+from aka.util import fmt
+
+BEGIN, END = "<!-- peers-table:begin -->", "<!-- peers-table:end -->"
+
+
+def _ratio(cand: dict, peer: dict | None) -> float | None:
+    if not cand.get("correct") or not cand.get("time_us"):
+        return None
+    if cand.get("speedup_peer"):
+        return float(cand["speedup_peer"])
+    if peer and peer.get("correct") and peer.get("time_us"):
+        return float(peer["time_us"]) / float(cand["time_us"])
+    return None
+
+
+def peer_rows(records: list[dict]) -> list[dict]:
+    """One row per (op, candidate impl) that has peer records or peer times."""
+    from aka.bench.run import BASELINES
+    peers = {(r["op"], r["shape"]): r for r in records if r.get("impl") == "peer"}
+    cands: dict = {}
+    for r in records:
+        if r.get("impl") not in BASELINES:
+            cands.setdefault((r["op"], r["impl"]), []).append(r)
+    out = []
+    for (op, impl), rs in sorted(cands.items()):
+        prs = [peers.get((op, r["shape"])) for r in rs]
+        if not any(prs) and not any(r.get("peer_us") for r in rs):
+            continue
+        ratios = [(_ratio(r, p), r) for r, p in zip(rs, prs)]
+        got = [(x, r) for x, r in ratios if x]
+        worst = min(got, key=lambda t: t[0]) if got else None
+        bad_peer = [p for p in prs if p and not p.get("correct")]
+        info = next((p for p in prs if p and p.get("peer")), None) or next((r for r in rs if r.get("peer")), {})
+        kernel = next((r.get("candidate") for r in rs if r.get("candidate")), None)
+        out.append({"op": op, "impl": impl if not kernel or kernel == op else f"{impl}/{kernel}",
+                    "peer": info.get("peer"), "library": info.get("peer_library"),
+                    "version": info.get("peer_version"), "shapes": len(rs), "compared": len(got),
+                    "geomean": geomean([x for x, _ in got]) if got else None,
+                    "worst": worst[0] if worst else None,
+                    "worst_shape": (f"{worst[1]['shape']} ({worst[1].get('label', '')})" if worst else None),
+                    "peer_failed": len(bad_peer),
+                    "peer_failure": (f"{bad_peer[0].get('status')}: {str(bad_peer[0].get('reason', ''))[:90]}"
+                                     if bad_peer else ""),
+                    "gpu": next((r.get("gpu") for r in rs if r.get("gpu")), None),
+                    "git_sha": next((r.get("git_sha") for r in rs if r.get("git_sha")), None)})
+    return out
+
+
+def _x(v) -> str:
+    return "-" if v is None else f"{fmt(v, '.2f')}x"
+
+
+def markdown(rows: list[dict], source: str = "") -> str:
+    env = next((r for r in rows if r.get("gpu")), rows[0] if rows else {})
+    head = (f"aka's kernel vs the op's peer, peer time / kernel time per shape (> 1: aka faster). "
+            f"GPU {env.get('gpu') or 'none'}, git {env.get('git_sha')}"
+            + (f", records {source}" if source else "") + "; produced by `aka bench peers`.")
+    lines = [head, "", "| op | kernel | peer | shapes compared | aka vs peer (geomean) | worst shape | peer failed |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        peer = f"{r['peer']} ({r['library']} {r['version']})" if r.get("peer") else "-"
+        failed = f"{r['peer_failed']}: {r['peer_failure']}" if r["peer_failed"] else "0"
+        lines.append(f"| {r['op']} | {r['impl']} | {peer} | {r['compared']}/{r['shapes']} | "
+                     f"{_x(r['geomean'])} | {_x(r['worst'])} {r['worst_shape'] or ''} | {failed} |")
+    return "\n".join(lines) + "\n"
+
+
+def update_readme(readme: Path, table: str) -> bool:
+    """Replace the text between the markers (appended with them when absent). Returns whether it changed."""
+    text = readme.read_text() if readme.exists() else ""
+    block = f"{BEGIN}\n{table}{END}"
+    if BEGIN in text and END in text:
+        new = text[:text.index(BEGIN)] + block + text[text.index(END) + len(END):]
+    else:
+        new = text.rstrip("\n") + "\n\n## aka vs production peers\n\n" + block + "\n"
+    if new != text:
+        readme.write_text(new)
+    return new != text
+
+
+def write(run_dirs: list[Path], out: Path | None, readme: Path | None) -> str:
+    from aka.bench.run import load_records
+    records = [r for d in run_dirs for r in load_records(d)]
+    if not records:
+        raise FileNotFoundError(f"no records in {', '.join(map(str, run_dirs))}")
+    rows = peer_rows(records)
+    md = markdown(rows, ", ".join(str(d) for d in run_dirs))
+    if out is not None:
+        out.write_text(md)
+        out.with_suffix(".json").write_text(json.dumps(rows, indent=2) + "\n")
+    if readme is not None:
+        update_readme(readme, md)
+    return md

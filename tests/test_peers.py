@@ -1,0 +1,138 @@
+"""Peers as a baseline (aka/peers, aka/evaluate/peers.py, `aka bench run --impl peer`, `aka bench
+peers`): the peers that run on a CPU are checked here against their reference, wrong ones are
+rejected and recorded, the GPU-only ones say why they did not run."""
+import json
+import shutil
+
+import pytest
+
+from aka.bench.run import load_records, retryable
+from aka.cli import main
+from aka.evaluate.api import EvalConfig, evaluate_baselines
+from aka.peers import PeerError, library_version, peer_class, peer_of
+from aka.problem import BENCH_OPS, load_problem
+
+
+def _ops():
+    return sorted(p.name for p in BENCH_OPS.iterdir() if (p / "meta.json").exists())
+
+
+@pytest.mark.parametrize("op", _ops())
+def test_every_op_names_its_peer_or_says_why_not(op):
+    meta = json.loads((BENCH_OPS / op / "meta.json").read_text())
+    assert "peer" in meta, f"{op}: meta.json has no peer field"
+    info = peer_of(meta)
+    if info is None:
+        assert len(meta.get("peer_why", "")) > 20, f"{op}: peer null without a reason"
+        return
+    cls = peer_class(info)  # the named class exists (importing it imports no GPU library)
+    assert callable(getattr(cls, "forward", None)) and info.what
+
+
+def test_a_malformed_peer_entry_is_a_clear_error():
+    with pytest.raises(PeerError, match="module:Class"):
+        peer_of({"peer": {"impl": "no_colon", "library": "torch"}})
+    with pytest.raises(PeerError):
+        peer_of({"peer": "cuBLAS"})
+
+
+@pytest.mark.parametrize("op", ["gemm_bf16", "prefill_attention", "fused_moe", "softmax"])
+def test_cpu_peers_pass_the_candidates_check_against_the_reference(op):
+    """F.linear, SDPA per sequence, grouped_mm MoE (with EP's -1 ids in s2) and torch.softmax, on
+    every small shape: >= 3 draws, the outlier draw, inputs untouched."""
+    res = evaluate_baselines(op, shapes="small", config=EvalConfig(device="cpu", seed=5))
+    assert res.env["peer"]["library"] == "torch" and res.env["peer"]["version"] == library_version("torch")
+    for s in res.shapes:
+        assert s.peer_status == "pass", (s.id, s.peer_reason)
+        assert s.peer_rel_err is not None and s.peer_us is None  # checked, never timed on a CPU
+
+
+def test_gpu_only_peers_say_why_on_a_cpu():
+    res = evaluate_baselines("fp8_block_scaled_gemm", shapes="s0", config=EvalConfig(device="cpu"))
+    (s,) = res.shapes
+    assert s.peer_status == "unavailable" and "CUDA" in s.peer_reason
+    assert res.env["peer"]["unavailable"] == s.peer_reason
+
+
+def _variant(tmp_path, impl: str, name: str):
+    """gemm_bf16 under another name with its peer replaced, one small shape."""
+    d = tmp_path / "ops" / name
+    shutil.copytree(BENCH_OPS / "gemm_bf16", d)
+    meta = json.loads((d / "meta.json").read_text())
+    meta["name"] = name
+    meta["small_shapes"] = {"s2": meta["small_shapes"]["s2"]}
+    meta["peer"] = {"impl": impl, "library": "torch", "what": "a test peer"}
+    (d / "meta.json").write_text(json.dumps(meta))
+    return d
+
+
+WRONG = {"scaled": ("ScaledLinear", "incorrect", "draw 0"),
+         "clamped": ("ClampedLinear", "incorrect", "outlier draw"),
+         "mutating": ("MutatingLinear", "incorrect", "modified its input 'x'"),
+         "raising": ("RaisingLinear", "error", "peer library refused the shape"),
+         "honest": ("HonestLinear", "pass", "")}
+
+
+def test_a_wrong_peer_is_rejected_recorded_and_not_used(tmp_path):
+    for name, (cls, _, _) in WRONG.items():
+        _variant(tmp_path, f"tests.fixtures.peers.wrong:{cls}", name)
+    out = tmp_path / "run"
+    assert main(["bench", "run", "--suite", str(tmp_path / "ops"), "--impl", "peer", "--device", "cpu",
+                 "--out", str(out)]) == 0
+    rows = {r["op"]: r for r in load_records(out)}
+    assert set(rows) == set(WRONG)
+    for name, (_, status, why) in WRONG.items():
+        r = rows[name]
+        assert r["impl"] == "peer" and r["status"] == status and why in r["reason"], (name, r["status"], r["reason"])
+        assert r["correct"] == (status == "pass") and r["time_us"] is None
+        assert r["peer"] == WRONG[name][0] and r["peer_version"] == library_version("torch")
+    assert "| peer |" in (out / "REPORT.md").read_text()
+
+
+def test_unavailable_peer_records_are_measured_again_on_resume():
+    assert retryable({"impl": "peer", "status": "unavailable", "device": "cpu"})
+    assert not retryable({"impl": "peer", "status": "incorrect", "device": "cpu"})
+
+
+def test_ops_without_a_peer_get_no_peer_records(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["bench", "run", "--impl", "peer", "--ops", "moe_sum", "--device", "cpu", "--out", str(out)]) == 0
+    assert load_records(out) == [] and "nothing to record" in capsys.readouterr().err
+
+
+def _rec(impl, shape, t, correct=True, speedup_peer=None, **kw):
+    return dict(impl=impl, op="rms_norm", shape=shape, label=f"T={shape}", time_us=t, correct=correct,
+                speedup_peer=speedup_peer, peer="RMSNormPeer", peer_library="liger_kernel", peer_version="0.8.5",
+                gpu="NVIDIA H200", git_sha="abc", status="pass" if correct else "incorrect", **kw)
+
+
+def test_peer_table_geomean_worst_shape_and_readme_section(tmp_path):
+    from aka.bench.peers import BEGIN, END, markdown, peer_rows, update_readme
+    recs = [_rec("peer", "1", 10.0), _rec("peer", "2", 8.0), _rec("peer", "3", 5.0, correct=False, reason="x"),
+            _rec("kb", "1", 5.0), _rec("kb", "2", 0.0, speedup_peer=0.5),  # same-round ratio wins
+            _rec("kb", "3", 4.0)]
+    recs[4]["time_us"] = 16.0
+    (row,) = peer_rows(recs)
+    assert row["compared"] == 2 and row["shapes"] == 3 and row["peer_failed"] == 1
+    assert row["geomean"] == pytest.approx((2.0 * 0.5) ** 0.5) and row["worst"] == 0.5
+    assert row["worst_shape"].startswith("2 ")
+    md = markdown([row])
+    assert "| rms_norm | kb | RMSNormPeer (liger_kernel 0.8.5) | 2/3 | 1.00x | 0.50x 2 (T=2) |" in md
+    readme = tmp_path / "README.md"
+    readme.write_text("# bench\n\ntext\n")
+    assert update_readme(readme, md) and update_readme(readme, md) is False  # idempotent
+    text = readme.read_text()
+    assert text.startswith("# bench\n\ntext\n") and text.count(BEGIN) == 1 and text.count(END) == 1
+    assert update_readme(readme, md.replace("1.00x", "1.10x")) and "1.10x" in readme.read_text()
+
+
+def test_bench_peers_cli_without_records_is_a_user_error(tmp_path, capsys):
+    assert main(["bench", "peers", str(tmp_path)]) == 2
+    assert "no records" in capsys.readouterr().err
+
+
+def test_liger_peers_need_a_gpu_or_the_extra():
+    prob = load_problem("rms_norm")
+    from aka.peers import unavailable
+    why = unavailable(peer_of(prob.meta), "cpu")
+    assert why and ("GPU" in why or "not installed" in why)
