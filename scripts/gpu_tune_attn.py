@@ -237,7 +237,8 @@ class Tuner:
                     if chk.ok:
                         rec["us"] = _time_us(fn, self.device)
                         base = peer_us if op == "prefill_attention" else sol
-                        rec["ratio"] = base / rec["us"] if base else None
+                        if self.device == "cuda" and base:   # interpreter wall clock is no timing
+                            rec["ratio"] = base / rec["us"]
                 except Exception as e:
                     rec["error"] = f"{type(e).__name__}: {str(e)[:300]}"
                 self.doc["records"].append(rec)
