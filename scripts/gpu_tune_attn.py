@@ -64,10 +64,14 @@ def grid(op: str, kw: dict) -> list[dict]:
         return [{"SPLIT_TOKENS": s, "WAVES": w, **dict(zip(keys_k, k))} for s, w in splits for k in kern]
     if op == "mla_decode_attention":
         kern = [(64, 32, 8, 2), (64, 16, 8, 2), (32, 32, 8, 2), (16, 32, 4, 2), (64, 64, 8, 1), (32, 64, 4, 2)]
-        out = []
-        for w in (1, 2):
-            out += [{"BH": k[0], "BN": k[1], "SPLIT_TOKENS": 0, "WAVES": w, "num_warps": k[2],
-                     "num_stages": k[3]} for k in kern]
+        # A split's fp32 partial is H x 512 x 4 B, as large as 256 tokens of cache at H 128 (256 KB
+        # vs 295 KB): power-of-two rounding of the auto split can double the bytes, so fixed
+        # splits are tried too (runtime values: no extra compiles).
+        mk = lambda k, s, w: {"BH": k[0], "BN": k[1], "SPLIT_TOKENS": s, "WAVES": w,
+                              "num_warps": k[2], "num_stages": k[3]}
+        out = [mk(k, 0, 1) for k in kern]
+        out += [mk(k, s, 1) for s in (512, 1024, 2048) for k in kern[:2]]
+        out += [mk(k, 0, 2) for k in kern]
         return out
     raise ValueError(op)
 
