@@ -195,8 +195,10 @@ def attention(q, k, v, cu_seqlens, scale, cfg):
     hpv = G if hp > 1 else 1
     el = q.element_size()
     stages = max(1, min(cfg["num_stages"], (_SMEM_BUDGET - bm * d_pad * el) // (2 * bn * d_pad * el)))
-    tma = bool(cfg["TMA"]) and d_pad == D and all(
-        t.stride(2) == 1 and t.stride(1) == D and t.stride(0) == HK * D for t in (k, v))
+    # TMA needs 16-byte aligned bases and row strides and a non-empty box source
+    tma = bool(cfg["TMA"]) and d_pad == D and T > 0 and all(
+        t.stride(2) == 1 and t.stride(1) == D and t.stride(0) == HK * D and t.data_ptr() % 16 == 0
+        for t in (k, v))
     if tma:
         k_desc = TensorDescriptor(k, (T, HK * D), (HK * D, 1), [bn, D])
         v_desc = TensorDescriptor(v, (T, HK * D), (HK * D, 1), [bn, D])
