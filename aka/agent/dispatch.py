@@ -234,3 +234,61 @@ def generate(p: Plan, keys: dict[str, tuple], op: str, labels: dict[str, str] | 
                                             for s, i in p.table.items() for k in [keys[s]]) + "}\n")
     parts.append(_MODEL)
     return "".join(parts)
+
+
+def build(history, problem, task) -> tuple[str, dict]:
+    """(the dispatching candidate's source, what it was built from) for a run's history; raises
+    DispatchError when fewer than two variants earn a place in the table."""
+    variants, skipped = eligible([c for c in history if c.kind != "dispatch"], task.ids)
+    if not variants:
+        raise DispatchError("no passing candidate has a time on every task shape"
+                            + (" (CPU interpreter: no timings)" if task.device.startswith("cpu") else ""))
+    p = plan(variants, task.ids, task.weights)
+    if len(p.variants) < 2:
+        raise DispatchError(f"{p.variants[0].id} is the fastest, or within noise of it, on every shape "
+                            f"(of {len(variants)} passing variants): nothing to dispatch")
+    source = generate(p, shape_keys(problem, task.shapes), problem.name)
+    info = {**p.to_json(), "eligible": [v.id for v in variants], "skipped": skipped[:20],
+            "expected_us": {s: p.expected_us(s) for s in task.ids},
+            "predicted_objective": predicted_objective(p, task.ids, task.weights)}
+    return source, info
+
+
+def envelope_gain(c, history, shape_ids: list[str]) -> list[str]:
+    """The shapes on which `c` is faster beyond noise (its CI's top under every earlier eligible
+    variant's CI bottom) than every passing candidate before it: progress a dispatcher can use
+    even when `c` loses on the weighted objective."""
+    if c.kind == "dispatch":
+        return []
+    mine, _ = eligible([c], shape_ids)
+    if not mine:
+        return []
+    others, _ = eligible([h for h in history if h is not c and h.kind != "dispatch" and h.result is not None], shape_ids)
+    if not others:
+        return []
+    v = mine[0]
+    return [s for s in shape_ids if all(v.ci[s][1] < o.ci[s][0] for o in others)]
+
+
+def comparison_rows(info: dict, result, history) -> list[str]:
+    """Markdown rows: per shape the fastest variant, the pick, and the dispatcher's own time."""
+    by_cand = {c.id: c for c in history}
+    got = {s.id: s for s in (result.shapes if result else [])}
+    rows = []
+    for sid, fastest in info.get("fastest", {}).items():
+        fs = next((s for s in by_cand[fastest].result.shapes if s.id == sid), None) if fastest in by_cand else None
+        pick = info["table"].get(sid, "-")
+        mine = got.get(sid)
+        t_best = fs.time_us if fs else None
+        t_mine = mine.time_us if mine else None
+        ratio = f"{t_best / t_mine:.2f}" if t_best and t_mine else "-"
+        ci = mine.time_ci_us if mine and mine.time_ci_us else None
+        ci_txt = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
+        best_ci = fs.time_ci_us if fs and fs.time_ci_us else None
+        noise = "-"
+        if ci and best_ci:
+            noise = "slower beyond noise" if ci[0] > best_ci[1] else "within noise or faster"
+        rows.append(f"| {sid} | {fastest} {t_best:.2f} | {pick} | "
+                    f"{(f'{t_mine:.2f}' if t_mine else '-')}{ci_txt} | {ratio} | {noise} |" if t_best else
+                    f"| {sid} | {fastest} - | {pick} | - | - | - |")
+    return rows

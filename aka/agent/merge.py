@@ -111,11 +111,14 @@ class _Finder(ast.NodeVisitor):
         self.names: list[ast.Name] = []
         self.headers: list[ast.AST] = []
         self.in_class = 0
+        self.class_level = False  # directly in a class body: its stores are class attributes
 
     def global_here(self, name: str) -> bool:
         return name in self.targets and not any(name in s for s in self.scopes)
 
     def visit_Name(self, node: ast.Name) -> None:
+        if self.class_level and not isinstance(node.ctx, ast.Load):
+            return
         if self.global_here(node.id):
             self.names.append(node)
 
@@ -133,8 +136,10 @@ class _Finder(ast.NodeVisitor):
         if not isinstance(node, ast.Lambda) and not self.scopes and not self.in_class and node.name in self.targets:
             self.headers.append(node)
         self.scopes.append(_function_locals(node))
+        was, self.class_level = self.class_level, False
         for stmt in node.body if isinstance(node.body, list) else [node.body]:
             self.visit(stmt)
+        self.class_level = was
         self.scopes.pop()
 
     visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _function
@@ -154,7 +159,9 @@ class _Finder(ast.NodeVisitor):
             if isinstance(stmt, ast.ClassDef):
                 raise MergeError(f"line {stmt.lineno}: nested classes are not merged")
             self.scopes.append(set(own))
+            self.class_level = True
             self.visit(stmt)
+            self.class_level = False
             self.scopes.pop()
             own |= {n.id for n in _stores_in_scope(stmt)}
         self.in_class -= 1
@@ -164,6 +171,7 @@ class _Finder(ast.NodeVisitor):
         self.visit(first.iter)  # evaluated in the enclosing scope
         local = {n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
         self.scopes.append(local)
+        was, self.class_level = self.class_level, False
         self.visit(first.target)
         for cond in first.ifs:
             self.visit(cond)
@@ -172,6 +180,7 @@ class _Finder(ast.NodeVisitor):
         for part in ("elt", "key", "value"):
             if getattr(node, part, None) is not None:
                 self.visit(getattr(node, part))
+        self.class_level = was
         self.scopes.pop()
 
     visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
