@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -276,3 +277,42 @@ def test_loop_dispatch_round_evaluates_the_dispatcher_and_reports_it(tmp_path):
     text = write_report(store, opt.state, prob, task, cfg, "test", ("stall", "test")).read_text()
     assert "## Dispatch" in text and f"{d.id} dispatches to c0001, c0002" in text
     assert "| 2 | c0002" in text
+
+
+# -- the offline search with dispatch -------------------------------------------------------------
+
+def test_offline_search_with_dispatch_tries_every_family_then_each_shapes_fastest_point():
+    from types import SimpleNamespace
+
+    from aka.agent.objective import Score
+    from aka.agent.offline import OfflineProposer
+    from aka.agent.shapes import task_shapes
+    prob = load_problem("gemm_bf16")
+    task = task_shapes(prob, "all", "cuda", 65536)
+    plain = OfflineProposer(prob, use_records=False)
+    fams = {f.id.rsplit("/", 1)[1]: f for f in plain.families}
+    small_m = {s.id for s in task.shapes if s.input_kwargs["M"] <= 256}
+
+    def cand(cid, fam, sol_small, sol_large):
+        sol = {s: (sol_small if s in small_m else sol_large) for s in task.ids}
+        res = EvalResult("pass", shapes=[ShapeResult(id=s, correct=True, time_us=1.0, sol_fraction=v, bound="memory")
+                                         for s, v in sol.items()])
+        f = fams[fam]
+        return Candidate(cid, 1, f.source, "offline", meta={"offline": {"family": f.id, "params": dict(f.defaults)}},
+                         result=res, score=Score(0.3, "sol_fraction", sol))
+
+    def ctx(history):
+        return SimpleNamespace(problem=prob, task=task, device="cuda", history=history, parent=history[0],
+                               round=len(history) + 1)
+    first = cand("c0001", "splitk_small_m", 0.6, 0.11)
+    # Without dispatch the search stays on the incumbent's family; with it, the other family is next.
+    assert OfflineProposer(prob, use_records=False).propose(ctx([first]), 1)[0].meta["offline"]["family"] == fams["splitk_small_m"].id
+    nxt = OfflineProposer(prob, use_records=False, dispatch=True).propose(ctx([first]), 1)[0]
+    assert nxt.meta["offline"]["family"] == fams["grouped_tiles"].id and nxt.meta["offline"]["params"] == fams["grouped_tiles"].defaults
+    # Both families measured: the moves go around each shape's fastest point, the weakest shape
+    # first (grouped tiles at the prefill shapes, sol 0.55 < 0.6), then the other in turn.
+    second = cand("c0002", "grouped_tiles", 0.1, 0.55)
+    props = OfflineProposer(prob, use_records=False, dispatch=True).propose(ctx([first, second]), 2)
+    assert [p.parent for p in props] == ["c0002", "c0001"], [p.meta["offline"]["why"] for p in props]
+    named = [re.search(r"shape (\w+)", p.meta["offline"]["why"]).group(1) for p in props]
+    assert named[0] not in small_m and named[1] in small_m

@@ -28,9 +28,9 @@ defaults first, else the best point of the best other family.
 With `dispatch` (the loop ends with a per-shape dispatcher, aka/agent/dispatch.py), a point is
 worth trying when it may win some shapes, not only the weighted whole: once something passes,
 every family's defaults come first (on gemm_bf16 the decode family is 4x faster at M=1 and the
-prefill family 5x faster at M=4096, results/kb/kernels/gemm_bf16/), then moves around each shape's
-fastest point, guided by that shape's own bound and size, weakest shape first and the shapes
-taken in turn, before the moves around the incumbent. Without timings (CPU) the per-shape moves
+prefill family 5x faster at M=4096, results/kb/kernels/gemm_bf16/), then moves around each
+point that is the fastest on some shape, guided by the bound and size of the weakest shape it
+wins, those points taken in turn (weakest first), before the moves around the incumbent. Without timings (CPU) the per-shape moves
 have nothing to go on and the order is the one above.
 """
 from __future__ import annotations
@@ -311,8 +311,8 @@ class OfflineProposer:
                     yield self.by_id[fam], p, cid, f"{move} (around {cid})"
 
     def _shape_moves(self, ctx: RoundContext):
-        """Moves around each shape's fastest passing point (highest sol_fraction there), guided by
-        that shape; weakest shape first, one move per shape in turn."""
+        """Moves around each shape's fastest passing point (highest sol_fraction there), each point
+        guided by the weakest shape it is fastest on; the points taken in turn, weakest first."""
         best: dict[str, tuple] = {}
         for c in ctx.history:
             off = c.meta.get("offline")
@@ -322,11 +322,14 @@ class OfflineProposer:
                 if s.sol_fraction and (s.id not in best or s.sol_fraction > best[s.id][0].sol_fraction):
                     best[s.id] = (s, c.id, off["family"], off["params"])
         order = sorted(best.values(), key=lambda t: (t[0].sol_fraction, t[0].id))
-        streams = []
-        for s, cid, fam, params in order:
+        def stream(s, cid, fam, params):
             mode, why = shape_guidance(s, ctx.task)
-            streams.append(((self.by_id[fam], p, cid, f"{move} ({why}; {cid} is the fastest there)")
-                            for p, move in self._moves(self.by_id[fam], params, mode)))
+            for p, move in self._moves(self.by_id[fam], params, mode):
+                yield self.by_id[fam], p, cid, f"{move} ({why}; {cid} is the fastest there)"
+        firsts = {}  # one stream per fastest point, guided by the weakest shape it is fastest on
+        for t in order:
+            firsts.setdefault(t[1], t)
+        streams = [stream(*t) for t in firsts.values()]
         while streams:
             for it in list(streams):
                 got = next(it, None)

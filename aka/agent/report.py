@@ -150,7 +150,8 @@ def dispatch_section(store: RunStore, state: State) -> list[str]:
     events = [e for e in store.events() if e["type"] == "dispatch"]
     if not events:
         return []
-    e = events[-1]
+    built = [e for e in events if e.get("built")]
+    e = built[-1] if built else events[-1]  # a later "built from these variants already" changes nothing
     out = ["", "## Dispatch", ""]
     if not e.get("built"):
         return out + [f"No dispatching candidate: {e.get('reason', '-')}"]
