@@ -24,11 +24,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aka.agent import dispatch_runtime
 from aka.agent.merge import MergeError, rename, shared_imports
 from aka.agent.objective import acceptable
 from aka.evaluate.static import check_source
 from aka.objective import objective
+
+
+RUNTIME = Path(__file__).with_name("dispatch_runtime.py")  # copied into every dispatcher
 
 
 class DispatchError(ValueError):
@@ -129,7 +131,8 @@ class _Recorder:
     """Receives a forward call the way the harness makes it (aka.evaluate.loader.call)."""
 
     def __call__(self, *args, **kwargs):
-        return dispatch_runtime.aka_key(args, kwargs)
+        from aka.agent.dispatch_runtime import aka_key  # torch: imported only when a table is built
+        return aka_key(args, kwargs)
 
 
 def shape_keys(problem, shapes) -> dict[str, tuple]:
@@ -226,7 +229,7 @@ def generate(p: Plan, keys: dict[str, tuple], op: str, labels: dict[str, str] | 
     parts.append("import torch\n")
     for k, (v, r) in enumerate(zip(p.variants, renamed)):
         parts.append(f"\n\n# ---- variant _v{k}_: {v.id} " + "-" * 40 + "\n\n" + r.source.rstrip() + "\n")
-    runtime = Path(dispatch_runtime.__file__).read_text()
+    runtime = RUNTIME.read_text()
     parts.append("\n\n# ---- dispatch (aka/agent/dispatch_runtime.py) " + "-" * 30 + "\n\n" + runtime.rstrip() + "\n")
     parts.append("\n\nAKA_VARIANTS = (" + ", ".join(classes) + ",)\n")
     parts.append(f"AKA_DEFAULT = {p.default}\n")

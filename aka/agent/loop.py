@@ -328,6 +328,11 @@ class Optimizer:
         self.decide(c)
         self.store.save_candidate(c)
         st.last, st.round = [c], r
+        inc = st.incumbent
+        self.emit("round_end", round=r, improved=c.accepted, stall=0 if c.accepted else st.stall + 1,
+                  incumbent=inc.id if inc else None, objective=inc.score.value if inc and inc.score else None,
+                  cost_usd=self.budget.usage.cost_usd,
+                  tokens=self.budget.usage.input_tokens + self.budget.usage.output_tokens)
         self.emit("dispatch", built=True, candidate=c.id, variants=info["variants"], table=info["table"],
                   predicted_objective=info["predicted_objective"], objective=c.score.value if c.score else None,
                   status=c.status, accepted=c.accepted)
