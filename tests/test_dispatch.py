@@ -159,14 +159,24 @@ class _Task:
         self.weights = {i: 1.0 for i in ids}
 
 
-def test_shape_keys_refuse_two_shapes_a_table_cannot_tell_apart(tmp_path):
+def test_shapes_a_table_cannot_tell_apart_share_the_variant_best_over_both():
+    from aka.agent.dispatch import unify
     prob = load_problem(VEC_ADD)
     keys = shape_keys(prob, list(prob.shapes.values()))
     assert keys["2"] == ((), (("a", ("t", (4099,), "torch.float32")), ("b", ("t", (4099,), "torch.float32"))))
-    twin = [prob.shapes["0"], prob.shapes["0"]]
-    twin[1] = type(twin[0])(id="9", input_kwargs=dict(twin[0].input_kwargs))
-    with pytest.raises(DispatchError, match="cannot tell them apart"):
-        shape_keys(prob, twin)
+    twin = type(prob.shapes["0"])(id="9", input_kwargs=dict(prob.shapes["0"].input_kwargs))
+    keys["9"] = shape_keys(prob, [twin])["9"]
+    assert keys["9"] == keys["0"]
+    ids = ["0", "2", "9"]
+    w = {i: 1.0 for i in ids}
+    v1 = _timed("c1", {"0": 10.0, "2": 10.0, "9": 100.0})
+    v2 = _timed("c2", {"0": 12.0, "2": 50.0, "9": 20.0})
+    p, notes = unify(plan([v1, v2], ids, w), keys, w)   # 0 and 9 together: c2 (12 * 20) beats c1 (10 * 100)
+    assert {s: p.variants[i].id for s, i in p.table.items()} == {"0": "c2", "2": "c1", "9": "c2"}
+    assert notes and "0, 9" in notes[0]
+    v3 = _timed("c3", {"0": 1.0, "9": 2000.0})
+    p, _ = unify(plan([v1, v3], ["0", "9"], w), keys, w)  # c1 wins the pair (10 * 100 < 1 * 2000): c3 is left out
+    assert [v.id for v in p.variants] == ["c1"] and set(p.table.values()) == {0}
 
 
 # -- end to end through the interpreter -----------------------------------------------------------

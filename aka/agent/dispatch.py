@@ -150,13 +150,30 @@ def shape_keys(problem, shapes) -> dict[str, tuple]:
                 err = e
         else:
             raise DispatchError(f"shape {s.id}: its inputs could not be built to key the table: {err}")
-    by_key: dict[tuple, str] = {}
-    for sid, k in out.items():
-        if k in by_key:
-            raise DispatchError(f"shapes {by_key[k]} and {sid} have the same inputs' shapes and dtypes "
-                                "(they differ in init arguments or values only): a shape table cannot tell them apart")
-        by_key[k] = sid
     return out
+
+
+def unify(p: Plan, keys: dict[str, tuple], weights: dict[str, float]) -> tuple[Plan, list[str]]:
+    """Shapes whose inputs share one key (they differ in init arguments or tensor values only)
+    get one variant: the one with the lowest weighted sum of log times over them. Variants left
+    without a shape are dropped. Returns the plan and one note per group that had to give way."""
+    import math
+    groups: dict[tuple, list[str]] = {}
+    for sid in p.table:
+        groups.setdefault(keys[sid], []).append(sid)
+    table, notes = dict(p.table), []
+    for sids in groups.values():
+        if len({table[s] for s in sids}) < 2:
+            continue
+        best = min(range(len(p.variants)), key=lambda i: (sum(weights.get(s, 1.0) * math.log(p.variants[i].times[s])
+                                                              for s in sids), i))
+        notes.append(f"shapes {', '.join(sids)} have the same input shapes and dtypes: all go to {p.variants[best].id}")
+        for s in sids:
+            table[s] = best
+    used = sorted(set(table.values()))
+    index = {old: new for new, old in enumerate(used)}
+    return Plan([p.variants[i] for i in used], {s: index[i] for s, i in table.items()}, index.get(p.default, 0),
+                p.fastest, p.ties), notes
 
 
 _HEADER = '''"""Dispatching candidate written by aka (aka/agent/dispatch.py) from {n} measured variants of {op}.
@@ -233,8 +250,13 @@ def generate(p: Plan, keys: dict[str, tuple], op: str, labels: dict[str, str] | 
     parts.append("\n\n# ---- dispatch (aka/agent/dispatch_runtime.py) " + "-" * 30 + "\n\n" + runtime.rstrip() + "\n")
     parts.append("\n\nAKA_VARIANTS = (" + ", ".join(classes) + ",)\n")
     parts.append(f"AKA_DEFAULT = {p.default}\n")
-    parts.append("AKA_TABLE = {\n" + "".join(f"    {k!r}: {i},  # shape {s}\n"
-                                            for s, i in p.table.items() for k in [keys[s]]) + "}\n")
+    rows: dict[tuple, tuple[int, list[str]]] = {}
+    for s, i in p.table.items():
+        if keys[s] in rows and rows[keys[s]][0] != i:
+            raise DispatchError(f"shapes {rows[keys[s]][1][0]} and {s} share a key but not a variant (see unify)")
+        rows.setdefault(keys[s], (i, []))[1].append(s)
+    parts.append("AKA_TABLE = {\n" + "".join(f"    {k!r}: {i},  # shape {', '.join(sids)}\n"
+                                            for k, (i, sids) in rows.items()) + "}\n")
     parts.append(_MODEL)
     return "".join(parts)
 
@@ -246,12 +268,13 @@ def build(history, problem, task) -> tuple[str, dict]:
     if not variants:
         raise DispatchError("no passing candidate has a time on every task shape"
                             + (" (CPU interpreter: no timings)" if task.device.startswith("cpu") else ""))
-    p = plan(variants, task.ids, task.weights)
+    keys = shape_keys(problem, task.shapes)
+    p, notes = unify(plan(variants, task.ids, task.weights), keys, task.weights)
     if len(p.variants) < 2:
         raise DispatchError(f"{p.variants[0].id} is the fastest, or within noise of it, on every shape "
                             f"(of {len(variants)} passing variants): nothing to dispatch")
-    source = generate(p, shape_keys(problem, task.shapes), problem.name)
-    info = {**p.to_json(), "eligible": [v.id for v in variants], "skipped": skipped[:20],
+    source = generate(p, keys, problem.name)
+    info = {**p.to_json(), "eligible": [v.id for v in variants], "skipped": skipped[:20], "notes": notes,
             "expected_us": {s: p.expected_us(s) for s in task.ids},
             "predicted_objective": predicted_objective(p, task.ids, task.weights)}
     return source, info
