@@ -264,6 +264,8 @@ def generate(p: Plan, keys: dict[str, tuple], op: str, labels: dict[str, str] | 
 def build(history, problem, task) -> tuple[str, dict]:
     """(the dispatching candidate's source, what it was built from) for a run's history; raises
     DispatchError when fewer than two variants earn a place in the table."""
+    if problem.kind == "kbx":
+        raise DispatchError("KernelBench-X candidates are functions (kernel_function): the dispatcher is a class")
     variants, skipped = eligible([c for c in history if c.kind != "dispatch"], task.ids)
     if not variants:
         raise DispatchError("no passing candidate has a time on every task shape"
