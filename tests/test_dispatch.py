@@ -326,3 +326,56 @@ def test_offline_search_with_dispatch_tries_every_family_then_each_shapes_fastes
     assert [p.parent for p in props] == ["c0002", "c0001"], [p.meta["offline"]["why"] for p in props]
     named = [re.search(r"shape (\w+)", p.meta["offline"]["why"]).group(1) for p in props]
     assert named[0] not in small_m and named[1] in small_m
+
+
+def test_gpu_path_of_the_loop_ends_with_the_dispatcher_as_incumbent(tmp_path):
+    """The loop's timed branch (envelope progress, the closing round, confirmation, report) with the
+    harness's evaluation replaced by fixed GPU-like times: wiring only; the harness itself is run
+    on the generated file in the tests above."""
+    from aka.agent.base import Proposal, ProposerExhausted
+    from aka.agent.config import OptimizeConfig
+    from aka.agent.loop import Optimizer
+    from aka.agent.objective import score
+    from aka.agent.report import write_report
+    from aka.agent.shapes import task_shapes
+    from aka.agent.store import RunStore
+    prob = load_problem(VEC_ADD)
+    task = task_shapes(prob, "all", "cuda", 65536)
+    cfg = OptimizeConfig(op=str(VEC_ADD), runs_dir=str(tmp_path), n=2)
+    cfg.budget.iterations = 5
+    times = {FAST_SMALL: {"0": 2.0, "1": 3.0, "2": 60.0}, FAST_LARGE: {"0": 12.0, "1": 18.0, "2": 10.0}}
+
+    class Two:
+        name = "two"
+
+        def propose(self, ctx, n):
+            if ctx.round > 1:
+                raise ProposerExhausted("two variants only")
+            return [Proposal(FAST_SMALL, "whole"), Proposal(FAST_LARGE, "whole")]
+
+        def on_dropout(self, d):
+            pass
+
+    def fake_eval(c, remeasure=False):
+        if c.kind == "dispatch":
+            table = c.meta["dispatch"]["table"]
+            by = {"c0001": times[FAST_SMALL], "c0002": times[FAST_LARGE]}
+            t = {s: by[table[s]][s] * 1.01 for s in task.ids}
+        else:
+            t = times[c.source]
+        res = EvalResult("pass", shapes=[ShapeResult(id=s, correct=True, time_us=v, time_ci_us=[v * 0.99, v * 1.01],
+                                                     sol_us=1.0, sol_fraction=1.0 / v) for s, v in t.items()])
+        return res, score(res, task.weights, "cuda")
+
+    store = RunStore.create(tmp_path, "gpu-path")
+    opt = Optimizer(cfg, prob, task, Two(), store)
+    opt._eval = fake_eval
+    out = opt.run()
+    kinds = [e["type"] for e in store.events()]
+    assert "envelope" in kinds  # c0002 loses the weighted whole but wins shape 2
+    d = opt.state.history[-1]
+    assert d.kind == "dispatch" and d.accepted and out.incumbent is d
+    assert d.meta["dispatch"]["table"] == {"0": "c0001", "1": "c0001", "2": "c0002"}
+    assert d.score.value > max(c.score.value for c in opt.state.history[:2])
+    text = write_report(store, opt.state, prob, task, cfg, "two", (out.stop_kind, out.reason)).read_text()
+    assert "| 2 | c0002 10.00 | c0002 | 10.10 [10.00, 10.20] | 0.99 | within noise or faster |" in text
