@@ -472,10 +472,15 @@ def test_no_round_starts_that_would_end_past_the_wall_budget():
     budget._t0 -= 60.0  # 60 s used
     stub = SimpleNamespace(cfg=SimpleNamespace(budget=SimpleNamespace(iterations=10),
                                                stop=SimpleNamespace(stall_rounds=5)),
-                           budget=budget, state=SimpleNamespace(stall=0), round_s=[])
+                           budget=budget, state=SimpleNamespace(stall=0), round_s=[],
+                           dispatch_pending=lambda: False)
     Optimizer.check_limits(stub, 2)              # no round measured yet: nothing to forecast
     stub.round_s = [50.0, 20.0, 30.0, 35.0]      # the last three: longest 35 s -> ends at 95 s
     Optimizer.check_limits(stub, 2)
+    stub.dispatch_pending = lambda: True         # a closing dispatch round needs room too: 60 + 2 * 35 > 100
+    with pytest.raises(BudgetStop, match="and the closing dispatch round"):
+        Optimizer.check_limits(stub, 2)
+    stub.dispatch_pending = lambda: False
     stub.round_s.append(45.0)                    # 60 + 45 > 100
     with pytest.raises(BudgetStop, match=r"max_wall_s=100 would be passed by another round \(~45 s"):
         Optimizer.check_limits(stub, 2)

@@ -141,7 +141,8 @@ def build_proposer(cfg, problem, store, budget, console):
         store.event("notice", message=notice)
     if spec == "offline":
         prop = OfflineProposer(problem, cfg.offline.kernels_dir, exclude_op=cfg.retrieval.exclude_op,
-                               use_records=cfg.retrieval.enabled, independent=not cfg.feedback, seed=cfg.seed)
+                               use_records=cfg.retrieval.enabled, independent=not cfg.feedback, seed=cfg.seed,
+                               dispatch=cfg.dispatch.enabled)
         console.print(f"[bold]{prop.banner}[/]")
         for w in prop.warnings:
             console.print(f"[yellow]{w}[/]")

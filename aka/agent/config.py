@@ -94,6 +94,15 @@ class OfflineConfig:
 
 
 @dataclass
+class DispatchConfig:
+    enabled: bool = True                  # end a timed run with one candidate that sends each shape to the variant
+                                          # measured fastest on it (aka/agent/dispatch.py), evaluated as a whole and
+                                          # promoted by the usual rules; a candidate faster than every earlier one on
+                                          # some shape counts as progress, and the offline search tries every family
+                                          # and moves around each shape's fastest variant
+
+
+@dataclass
 class OptimizeConfig:
     op: str = ""                          # bundled op name or path (aka.problem.load_problem)
     shape: str = "all"                    # id list, all, small, first, or AxB[xC]
@@ -114,6 +123,7 @@ class OptimizeConfig:
     eval: EvalSettings = field(default_factory=EvalSettings)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     offline: OfflineConfig = field(default_factory=OfflineConfig)
+    dispatch: DispatchConfig = field(default_factory=DispatchConfig)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -9,12 +9,12 @@ from rich.table import Table
 from aka.util import fmt
 
 _COLOUR = {"accepted": "green", "rejected": "yellow", "invalid_proposal": "magenta", "llm_error": "magenta",
-           "dropout": "cyan", "fatal": "bold red", "crash": "bold red", "stop": "bold", "budget": "bold"}
+           "dropout": "cyan", "dispatch": "cyan", "fatal": "bold red", "crash": "bold red", "stop": "bold", "budget": "bold"}
 
 
 def event_line(ev: dict) -> str | None:
     t = ev["type"]
-    if t == "round_start":
+    if t == "round_start" and not ev.get("dispatch"):
         return f"round {ev['round']}" + (f" (parent {ev['parent']})" if ev.get("parent") else "")
     if t == "proposal":
         off = ev.get("offline")
@@ -39,6 +39,17 @@ def event_line(ev: dict) -> str | None:
                f"dropped hints {ev['dropped_hints']}" if ev.get("dropped_hints") else None,
                f"restart from {ev['restart_parent']}" if ev.get("restart_parent") else None]
         return f"dropout after {ev['stall']} stalled rounds: " + (", ".join(b for b in bits if b) or "nothing dropped")
+    if t == "round_start" and ev.get("dispatch"):
+        return f"round {ev['round']}: closing dispatch round"
+    if t == "envelope":
+        return f"  {ev['candidate']}: fastest beyond noise on shape(s) {', '.join(ev['shapes'])} (kept for the dispatcher)"
+    if t == "dispatch":
+        if not ev.get("built"):
+            return f"dispatch: not built: {ev['reason']}"
+        table = ", ".join(f"{s}->{v}" for s, v in ev["table"].items())
+        return (f"dispatch: {ev['candidate']} over {', '.join(ev['variants'])} ({table}); predicted "
+                f"{fmt(ev.get('predicted_objective'))}, measured {fmt(ev.get('objective'))}, "
+                + ("accepted" if ev.get("accepted") else "not accepted"))
     if t in ("fatal", "crash"):
         return f"{t}: {ev['error']}"
     if t == "budget":

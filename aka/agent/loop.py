@@ -13,6 +13,7 @@ import time
 import traceback
 from dataclasses import dataclass
 
+from aka.agent import dispatch
 from aka.agent import dropout as drop
 from aka.agent.base import BudgetStop, FatalStop, Proposal, RoundContext, Stalled, Stop, TargetReached
 from aka.agent.config import OptimizeConfig
@@ -79,6 +80,8 @@ class Optimizer:
                 finally:
                     self.store.save_totals(self.totals())
         except Stop as e:
+            if not isinstance(e, FatalStop):
+                self.dispatch_round(e)
             if isinstance(e, BudgetStop):
                 self.emit("budget", reason=e.reason, usage=self.budget.usage.as_dict())
             if isinstance(e, FatalStop):
@@ -105,7 +108,7 @@ class Optimizer:
             if c.source is not None and c.result is None:
                 self.evaluate(c)
             if c.result is not None and "decision" not in c.meta and c is not st.incumbent:
-                self.decide(c)
+                self.progress(c)
         self.finish_round(max(c.round for c in cut), cut, any(c.accepted or c is st.incumbent for c in cut))
 
     def check_limits(self, r: int) -> None:
@@ -120,8 +123,10 @@ class Optimizer:
             # last three (rounds of 8 ops sharing one GPU took 100+ s, and a budget checked only
             # between rounds overran 320 s by up to 127 s in the H200 sweep, results/h200/agent/).
             need, used = max(self.round_s[-3:]), self.budget.elapsed_s()
-            if used + need > limit:
-                raise BudgetStop(f"budget: max_wall_s={limit:g} would be passed by another round "
+            closing = self.dispatch_pending()  # room for the closing dispatch round: about one more round
+            if used + need * (2 if closing else 1) > limit:
+                then = " and the closing dispatch round" if closing else ""
+                raise BudgetStop(f"budget: max_wall_s={limit:g} would be passed by another round{then} "
                                  f"(~{need:.0f} s, the longest recent one; {used:.0f} s used)")
         if self.state.stall >= self.cfg.stop.stall_rounds:
             raise Stalled(f"no accepted improvement in {self.state.stall} rounds (stop.stall_rounds)")
@@ -165,7 +170,7 @@ class Optimizer:
             self.evaluate_many([c for c in this_round if c.source is not None])
             for c in this_round:
                 if c.source is not None:
-                    improved = self.decide(c) or improved
+                    improved = self.progress(c) or improved
                 self.store.save_candidate(c)
         else:
             for p in proposals:
@@ -173,7 +178,7 @@ class Optimizer:
                 this_round.append(c)
                 if c.source is not None:
                     self.evaluate(c)
-                    improved = self.decide(c) or improved
+                    improved = self.progress(c) or improved
                 self.store.save_candidate(c)
         self.round_s.append(time.monotonic() - t_round)
         self.finish_round(r, this_round, improved)
@@ -271,6 +276,67 @@ class Optimizer:
         self.emit("accepted", round=c.round, candidate=c.id, objective=c.score.value, kind=c.score.kind,
                   previous=inc.id if inc else None, previous_objective=inc.score.value if inc else None)
         return True
+
+    def progress(self, c: Candidate) -> bool:
+        """Whether `c` moves the run on: accepted, or (dispatch on) faster beyond noise than every
+        earlier passing candidate on some shape, which the closing dispatcher can use."""
+        if self.decide(c):
+            return True
+        if not self.cfg.dispatch.enabled or self.device.startswith("cpu"):
+            return False
+        gain = dispatch.envelope_gain(c, self.state.history, self.task.ids)
+        if gain:
+            c.meta["envelope"] = gain
+            self.store.save_candidate(c)
+            self.emit("envelope", round=c.round, candidate=c.id, shapes=gain)
+        return bool(gain)
+
+    def dispatch_pending(self) -> bool:
+        """A closing dispatch round would have at least two passing, timed variants to choose from."""
+        if not self.cfg.dispatch.enabled or self.device.startswith("cpu"):
+            return False
+        got, _ = dispatch.eligible([c for c in self.state.history if c.kind != "dispatch"], self.task.ids)
+        return len(got) >= 2
+
+    def dispatch_round(self, stop: Stop) -> None:
+        """The closing round: one candidate dispatching each shape to the variant measured fastest
+        on it (aka/agent/dispatch.py), evaluated as a whole, promoted only by `decide`."""
+        if not self.cfg.dispatch.enabled:
+            return
+        st = self.state
+        done = [c for c in st.history if c.kind == "dispatch"]
+        try:
+            source, info = dispatch.build(st.history, self.problem, self.task)
+        except dispatch.DispatchError as e:
+            self.emit("dispatch", built=False, reason=str(e))
+            return
+        except Exception as e:  # noqa: BLE001 - the run's results stand; the report says why there is no dispatcher
+            self.emit("dispatch", built=False, reason=f"{type(e).__name__}: {e}", traceback=traceback.format_exc()[-2000:])
+            return
+        if done and done[-1].meta.get("dispatch", {}).get("eligible") == info["eligible"]:
+            self.emit("dispatch", built=False, reason=f"{done[-1].id} was built from these variants already")
+            return
+        limit = self.budget.max_wall_s
+        if isinstance(stop, BudgetStop) and limit is not None and self.round_s \
+                and self.budget.elapsed_s() + max(self.round_s[-3:]) > limit:
+            self.emit("dispatch", built=False, reason=f"max_wall_s={limit:g} leaves no room for its evaluation")
+            return
+        r = st.round + 1
+        self.emit("round_start", round=r, parent=None, dropout=None, dispatch=True)
+        c = self.admit(Proposal(source, "dispatch", None, [], {"dispatch": info}), r)
+        self.evaluate(c)
+        self.decide(c)
+        self.store.save_candidate(c)
+        st.last, st.round = [c], r
+        inc = st.incumbent
+        self.emit("round_end", round=r, improved=c.accepted, stall=0 if c.accepted else st.stall + 1,
+                  incumbent=inc.id if inc else None, objective=inc.score.value if inc and inc.score else None,
+                  cost_usd=self.budget.usage.cost_usd,
+                  tokens=self.budget.usage.input_tokens + self.budget.usage.output_tokens)
+        self.emit("dispatch", built=True, candidate=c.id, variants=info["variants"], table=info["table"],
+                  predicted_objective=info["predicted_objective"], objective=c.score.value if c.score else None,
+                  status=c.status, accepted=c.accepted)
+        self.store.save_totals(self.totals())
 
     def confirm(self, c: Candidate, inc: Candidate) -> tuple[bool, str]:
         """GPU: re-measure challenger and incumbent together, `confirm_repeats` times, before a promotion."""

@@ -143,6 +143,36 @@ def _draw(plt, store: RunStore, state: State, task, scored) -> Path:
     return path
 
 
+def dispatch_section(store: RunStore, state: State) -> list[str]:
+    """## Dispatch: what the closing round built (or why not) and, per shape, the dispatcher's own
+    time against the fastest variant's."""
+    from aka.agent.dispatch import comparison_rows
+    events = [e for e in store.events() if e["type"] == "dispatch"]
+    if not events:
+        return []
+    built = [e for e in events if e.get("built")]
+    e = built[-1] if built else events[-1]  # a later "built from these variants already" changes nothing
+    out = ["", "## Dispatch", ""]
+    if not e.get("built"):
+        return out + [f"No dispatching candidate: {e.get('reason', '-')}"]
+    c = state.get(e["candidate"])
+    if c is None:
+        return out + [f"{e['candidate']} is not in the store"]
+    info = c.meta.get("dispatch", {})
+    first = next((h for h in state.history if h.score is not None and h.score.value is not None
+                  and h.kind != "dispatch"), None)
+    single = max((h for h in state.history if h.kind != "dispatch" and h.score and h.score.value is not None
+                  and h.status == "pass"), key=lambda h: h.score.value, default=None)
+    out.append(f"{c.id} dispatches to {', '.join(info.get('variants', []))} (chosen from {len(info.get('eligible', []))} "
+               f"passing variants): status {c.status}, objective {fmt(c.score.value if c.score else None)} measured, "
+               f"{fmt(info.get('predicted_objective'))} predicted from the variants' own times; best single variant "
+               f"{single.id + ' ' + fmt(single.score.value) if single else '-'}; first scored candidate "
+               f"{first.id + ' ' + fmt(first.score.value) if first else '-'}; {c.meta.get('decision', '-')}.")
+    out += ["", "| shape | fastest variant, µs | dispatched to | dispatcher µs [95% CI] | fastest ÷ dispatcher | vs fastest |",
+            "| --- | --- | --- | --- | --- | --- |"]
+    return out + comparison_rows(info, c.result, state.history)
+
+
 def write_report(store: RunStore, state: State, problem, task, cfg, proposer_name: str,
                  stop: tuple[str, str] | None, say=None) -> Path:
     """report.md (and progress.png, kernel_module.py); `say(line)` hears of a plot that could not be drawn."""
@@ -188,9 +218,12 @@ def write_report(store: RunStore, state: State, problem, task, cfg, proposer_nam
         what = c.kind or "-"
         if c.meta.get("offline"):
             what = f"{c.meta['offline']['family']} {c.meta['offline']['params']}"
+        if c.meta.get("dispatch"):
+            what = "dispatch of " + ", ".join(c.meta["dispatch"].get("variants", []))
         decision = c.meta.get("decision") or (c.error or "")[:120]
         lines.append(f"| {c.id} | {c.round} | {what} | {c.parent or '-'} | {c.status} | "
                      f"{fmt(c.score.value) if c.score else '-'} | {decision.replace('|', '/')} |")
+    lines += dispatch_section(store, state)
     drops = [e for e in store.events() if e["type"] == "dropout"]
     if drops:
         lines += ["", "## Dropouts", ""]
