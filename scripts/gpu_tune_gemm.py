@@ -1,10 +1,10 @@
 """Measure the dispatching GEMM kernels' configurations per bench shape, beside the peers.
 
-    python scripts/gpu_tune_gemm.py OUTDIR [--deadline 110] [--ops gemm_bf16,fp8_block_scaled_gemm]
+    python scripts/gpu_tune_gemm.py OUTDIR [--deadline 100] [--ops gemm_bf16,fp8_block_scaled_gemm]
     python scripts/gpu_tune_gemm.py OUTDIR --cpu        # interpreter, tiny shapes, wall-clock times
 
 For every shape of gemm_bf16 and fp8_block_scaled_gemm (fp8's large shapes first) it runs a pruned
-grid of configurations of knowledge_base/kernels/<op>/dispatch.py (GEMV, pointer/TMA tiles,
+grid of configurations of knowledge_base/kernels/<op>/dispatch.py (GEMV at M <= 4, pointer/TMA tiles,
 persistent or not, split-K, warp specialisation), checks each on two fresh input draws against
 the reference math (bf16 tolerances of aka/evaluate/compare.py), and times it by CUDA-graph
 replay over rotating input sets (together at least 3x the L2, so the weights come from HBM as in
@@ -54,9 +54,12 @@ def gemv(bn, bk, warps, split=0):
 
 def bf16_grid(M):
     """Candidates per M bucket, most promising first (the deadline drops the tail)."""
+    if M <= 4:
+        return [gemv(32, 256, 4), tile(16, 64, 128, 4, 4, 1), gemv(64, 256, 8), gemv(16, 256, 4),
+                gemv(32, 512, 8), tile(16, 64, 128, 4, 4, 0), gemv(32, 256, 4, split=1)]
     if M <= 16:
-        return [gemv(32, 256, 4), tile(16, 64, 128, 4, 4, 1), gemv(64, 256, 8), tile(16, 64, 128, 4, 4, 0),
-                gemv(32, 512, 4), tile(16, 128, 128, 4, 4, 1), gemv(32, 256, 4, split=1), tile(16, 64, 256, 4, 3, 0)]
+        return [tile(16, 64, 128, 4, 4, 1), tile(16, 64, 128, 4, 4, 0), tile(16, 128, 128, 4, 4, 1),
+                tile(16, 64, 256, 4, 3, 0), tile(16, 32, 256, 4, 4, 1), tile(16, 64, 128, 4, 6, 1, split=4)]
     if M <= 64:
         bm = 32 if M <= 32 else 64
         return [tile(bm, 128, 128, 4, 4, 1), tile(bm, 64, 128, 4, 4, 1), tile(bm, 128, 128, 4, 4, 1, persist=1),
@@ -71,8 +74,11 @@ def bf16_grid(M):
 
 
 def fp8_grid(M):
-    if M <= 16:
+    if M <= 4:
         return [gemv(32, 128, 4), tile(16, 64, 128, 4, 4, 1), gemv(64, 128, 4), tile(16, 128, 128, 4, 4, 1)]
+    if M <= 16:
+        return [tile(16, 64, 128, 4, 4, 1), tile(16, 128, 128, 4, 4, 1), tile(16, 64, 128, 4, 4, 0),
+                tile(16, 32, 128, 4, 5, 1)]
     if M <= 64:
         bm = 32 if M <= 32 else 64
         return [tile(bm, 128, 128, 4, 4, 1), tile(bm, 64, 128, 4, 4, 1), tile(bm, 128, 128, 4, 3, 1, persist=1),
@@ -89,16 +95,16 @@ def fp8_grid(M):
 def cpu_grid(M, fp8):
     """Every path once (split, persistent, TMA, WS), small tiles so the interpreter is quick."""
     bk = 128 if fp8 else 64
-    g = [gemv(32, bk, 4, split=1), gemv(16, bk, 4, split=0)] if M <= 16 else []
+    g = [gemv(32, bk, 4, split=1), gemv(16, bk, 4, split=0)] if M <= 4 else [gemv(16, bk, 4)]
     return g + [tile(16, 32, bk, 4, 2, 0, split=1), tile(16, 32, bk, 4, 2, 0, split=2, persist=1),
                 tile(32, 32, bk, 4, 2, 1, split=1, persist=1, ws=1), tile(16, 64, bk, 4, 2, 1, split=3)]
 
 
 def cfg_name(cfg):
     if cfg["path"] == "gemv":
-        return f"gemv BN{cfg['BN']} BK{cfg['BK']} w{cfg['num_warps']} split{cfg['SPLIT_K'] or 'auto'}"
+        return f"gemv BN{cfg['BN']} BK{cfg.get('BK', 128)} w{cfg['num_warps']} split{cfg['SPLIT_K'] or 'auto'}"
     flags = "".join(f" {k.lower()}" for k in ("TMA", "PERSIST", "WS") if cfg.get(k))
-    return (f"tile {cfg['BM']}x{cfg['BN']}x{cfg['BK']} w{cfg['num_warps']} s{cfg['num_stages']} "
+    return (f"tile {cfg['BM']}x{cfg['BN']}x{cfg.get('BK', 128)} w{cfg['num_warps']} s{cfg['num_stages']} "
             f"g{cfg['GROUP']} split{cfg['SPLIT_K'] or 'auto'}{flags}")
 
 
@@ -180,15 +186,18 @@ def make_problem(op, kw, device, torch, cpu):
     return {"sets": sets, "refs": refs, "set_bytes": set_bytes}
 
 
-def peer_calls(op, torch):
+def peer_calls(op, torch, late=False):
     """name -> (callable(inputs) -> output, same_math)."""
     import torch.nn.functional as F
     if op == "gemm_bf16":
-        return {"cublas F.linear": (lambda s: F.linear(s["x"], s["w"]), True)}
+        return {} if late else {"cublas F.linear": (lambda s: F.linear(s["x"], s["w"]), True)}
     one = torch.ones((), dtype=torch.float32, device="cuda")
-    out = {"_scaled_mm tensorwise (ceiling kernel)":
-           (lambda s: torch._scaled_mm(s["a"], s["b"].t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16), False)}
-    # Block-wise 1x128 / 128x128 scales: layouts tried in order; the first that matches the reference wins.
+    if not late:
+        return {"_scaled_mm tensorwise (ceiling kernel)":
+                (lambda s: torch._scaled_mm(s["a"], s["b"].t(), scale_a=one, scale_b=one,
+                                            out_dtype=torch.bfloat16), False)}
+    # Block-wise 1x128 / 128x128 scales, two layouts of scale_a; each counts only if it matches the reference.
+    out = {}
     out["_scaled_mm blockwise"] = (lambda s: torch._scaled_mm(s["a"], s["b"].t(), scale_a=s["a_scale"],
                                                               scale_b=s["b_scale"].t(), out_dtype=torch.bfloat16), True)
     out["_scaled_mm blockwise (scale_a M-major)"] = (
@@ -225,7 +234,7 @@ def ceilings(torch):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("outdir")
-    ap.add_argument("--deadline", type=float, default=110.0, help="seconds of wall time for the whole run")
+    ap.add_argument("--deadline", type=float, default=100.0, help="seconds of wall time for the whole run")
     ap.add_argument("--ops", default=",".join(OPS))
     ap.add_argument("--shapes", default="", help="comma-separated shape ids (default: all)")
     ap.add_argument("--cpu", action="store_true", help="Triton interpreter, tiny shapes (a smoke test)")
@@ -292,7 +301,9 @@ def main(argv=None):
             # fp8's small decode shapes are outside the goal (median of large shapes): they go last
             shift = 0 if (not fp8 or large) else 100
             if cuda:
-                tasks.append((shift - 1, op, sid, None))
+                tasks.append((shift - 1, op, sid, "peers"))
+                if fp8:  # last: a device fault in an untried scale layout would poison every later measurement
+                    tasks.append((1000, op, sid, "late peers"))
             tasks += [(shift + r, op, sid, c) for r, c in enumerate(cfgs)]
     tasks.sort(key=lambda t: (t[0], OPS.index(t[1]), t[2]))
     problems = {}
@@ -301,63 +312,73 @@ def main(argv=None):
         if time.monotonic() - t_start > args.deadline:
             skipped += 1
             continue
-        kw = shapes[(op, sid)]["kw"]
         try:
-            if (op, sid) not in problems:
-                problems[(op, sid)] = make_problem(op, kw, device, torch, args.cpu)
-            prob = problems[(op, sid)]
-        except Exception as exc:
-            doc["errors"].append({"op": op, "shape": sid, "stage": "inputs", "error": f"{type(exc).__name__}: {exc}"})
-            problems[(op, sid)] = None
-            continue
-        if prob is None:
-            continue
-        if cfg is None:
-            for name, (fn, same_math) in peer_calls(op, torch).items():
-                rec = {"op": op, "shape": sid, **kw, "peer": name, "same_math": same_math}
-                try:
-                    outs = [fn(s) for s in prob["sets"][:2]]
-                    checks = [close_enough(o, r) for o, r in zip(outs, prob["refs"])]
-                    rec.update(correct=all(c[0] for c in checks), max_abs_err=max(c[1] for c in checks))
-                    rec["us"] = timer(fn, prob["sets"])
-                except Exception as exc:
-                    rec.update(correct=False, error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}")
-                doc["peers"].append(rec)
-            save()
-            continue
-        mod = kernels[op]
-        if op == "gemm_bf16":
-            fn = lambda s, c=cfg: mod.gemm(s["x"], s["w"], c)  # noqa: E731
-        else:
-            fn = lambda s, c=cfg: mod.gemm(s["a"], s["a_scale"], s["b"], s["b_scale"], c)  # noqa: E731
-        rec = {"op": op, "shape": sid, **kw, "rank": rank, "config": cfg, "name": cfg_name(cfg),
-               "default": rank % 100 == 0}
-        t0 = time.monotonic()
-        try:
-            checks = []
-            for s, ref in zip(prob["sets"][:2], prob["refs"]):
-                if cuda:  # an output never written must not inherit the previous config's result
-                    torch.full((ref.numel() + 4096,), float("nan"), dtype=torch.float32, device=device)
-                checks.append(close_enough(fn(s), ref))
-            rec["first_call_s"] = round(time.monotonic() - t0, 3)
-            rec.update(correct=all(c[0] for c in checks), max_abs_err=max(c[1] for c in checks),
-                       rel_err=max(c[2] for c in checks))
-            if rec["correct"]:
-                rec["us"] = timer(fn, prob["sets"])
-        except Exception as exc:
-            msg = str(exc).strip().splitlines()
-            rec.update(correct=False, error=f"{type(exc).__name__}: {msg[0][:300] if msg else ''}")
-            if not cuda:
-                rec["traceback"] = traceback.format_exc()[-2000:]
-        rec["wall_s"] = round(time.monotonic() - t0, 3)
-        doc["records"].append(rec)
+            run_task(doc, problems, shapes, kernels, timer, torch, device, cuda, args.cpu, rank, op, sid, cfg)
+        except Exception as exc:  # whatever went wrong, the run goes on and says so
+            doc["errors"].append({"op": op, "shape": sid, "stage": "task", "config": cfg,
+                                  "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-1500:]})
         save()
     doc["skipped_for_deadline"] = skipped
     doc["wall_s"] = round(time.monotonic() - t_start, 1)
-    summarize(doc, shapes)
-    save()
+    try:
+        summarize(doc, shapes)
+    finally:
+        save()
     print_table(doc)
     return 0
+
+
+def run_task(doc, problems, shapes, kernels, timer, torch, device, cuda, cpu, rank, op, sid, cfg):
+    """The peers (cfg "peers" / "late peers") or one config of one shape: correctness on two draws, then time."""
+    kw = shapes[(op, sid)]["kw"]
+    try:
+        if (op, sid) not in problems:
+            problems[(op, sid)] = make_problem(op, kw, device, torch, cpu)
+        prob = problems[(op, sid)]
+    except Exception as exc:
+        doc["errors"].append({"op": op, "shape": sid, "stage": "inputs", "error": f"{type(exc).__name__}: {exc}"})
+        problems[(op, sid)] = None
+        return
+    if prob is None:
+        return
+    if isinstance(cfg, str):
+        for name, (fn, same_math) in peer_calls(op, torch, late=cfg == "late peers").items():
+            rec = {"op": op, "shape": sid, **kw, "peer": name, "same_math": same_math}
+            try:
+                outs = [fn(s) for s in prob["sets"][:2]]
+                checks = [close_enough(o, r) for o, r in zip(outs, prob["refs"])]
+                rec.update(correct=all(c[0] for c in checks), max_abs_err=max(c[1] for c in checks))
+                rec["us"] = timer(fn, prob["sets"])
+            except Exception as exc:
+                rec.update(correct=False, error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}")
+            doc["peers"].append(rec)
+        return
+    mod = kernels[op]
+    if op == "gemm_bf16":
+        fn = lambda s, c=cfg: mod.gemm(s["x"], s["w"], c)  # noqa: E731
+    else:
+        fn = lambda s, c=cfg: mod.gemm(s["a"], s["a_scale"], s["b"], s["b_scale"], c)  # noqa: E731
+    rec = {"op": op, "shape": sid, **kw, "rank": rank, "config": cfg, "name": cfg_name(cfg),
+           "default": rank % 100 == 0}
+    t0 = time.monotonic()
+    try:
+        checks = []
+        for s, ref in zip(prob["sets"][:2], prob["refs"]):
+            if cuda:  # an output never written must not inherit the previous config's result
+                torch.full((ref.numel() + 4096,), float("nan"), dtype=torch.float32, device=device)
+            checks.append(close_enough(fn(s), ref))
+        rec["first_call_s"] = round(time.monotonic() - t0, 3)
+        rec.update(correct=all(c[0] for c in checks), max_abs_err=max(c[1] for c in checks),
+                   rel_err=max(c[2] for c in checks))
+        if rec["correct"]:
+            rec["us"] = timer(fn, prob["sets"])
+    except Exception as exc:
+        msg = str(exc).strip().splitlines()
+        rec.update(correct=False, error=f"{type(exc).__name__}: {msg[0][:300] if msg else ''}")
+        if not cuda:
+            rec["traceback"] = traceback.format_exc()[-2000:]
+    rec["wall_s"] = round(time.monotonic() - t0, 3)
+    doc["records"].append(rec)
 
 
 def summarize(doc, shapes):

@@ -8,7 +8,7 @@ techniques: [per-shape-dispatch, config-table, block-scaled-fp8, per-group-scali
 params:
   TMA: [0, 1]
   PERSISTENT: [0, 1]
-summary: One candidate for every M of the DeepSeek-V3 block-scaled fp8 GEMM. forward() picks a configuration per shape from a table measured on the GPU (nearest measured shape) and runs a GEMV for M <= 16 or a tile kernel with pointer or TMA loads, optionally persistent with grouped order and split-K over whole 128-wide scale groups.
+summary: One candidate for every M of the DeepSeek-V3 block-scaled fp8 GEMM. forward() picks a configuration per shape from a table measured on the GPU (nearest measured shape) and runs a GEMV for M <= 4 or a tile kernel with pointer or TMA loads, optionally persistent with grouped order and split-K over whole 128-wide scale groups.
 ---
 y = (a * a_scale) @ (b * b_scale).T: a [M, K] e4m3 with one fp32 scale per token per 128-wide K
 group, b [N, K] e4m3 with one scale per 128x128 block, bf16 out. BK is the 128-wide group, so every
@@ -19,11 +19,11 @@ block's scale before it joins the fp32 accumulator: Hopper's fp8 MMA accumulates
 Dispatch (as kernels/gemm_bf16/dispatch): `_TABLE` rows (M, N, K, config) are written by
 `scripts/bake_dispatch.py` from `scripts/gpu_tune_gemm.py`'s measurements; a shape takes the nearest
 row (4*|dlog2 M| + |dlog2 N| + |dlog2 K|), `_heuristic` when the table is empty. Every config is
-correct for every shape: GEMV only for M <= 16, TMA only where the 16-byte alignment holds (K 328
+correct for every shape: GEMV only for M <= 4, TMA only where the 16-byte alignment holds (K 328
 or 200 of the small shapes fails it: pointer loads), AKA_PARAMS switches TMA and persistence off.
 
 Paths:
-- gemv (M <= 16): program = BN output columns x one split of K groups; each 128-wide step loads a
+- gemv (M <= 4): program = BN output columns x one split of K groups; each 128-wide step loads a
   [BN, 128] fp8 weight slice once, widens it to fp32, reduces it against every row (`tl.sum`),
   and scales the row's partial by its group's activation scale and the columns' block scales.
 - tile: BN <= 128 divides the 128-row weight block, so the weight scale of a K step is one scalar
@@ -49,7 +49,10 @@ AKA_PARAMS = {"TMA": 1, "PERSISTENT": 1}
 
 QBLOCK = 128                 # DeepSeek-V3 weight_block_size; also the activation group width
 _SMEM_BUDGET = 200 * 1024
-_GEMV_MAX_M = 16
+# A GEMV program unrolls its reduction once per row: at 8 and 16 rows the sm_90 compile took 72 and
+# 67-194 s here (2 loaded cores) against 15 s at one row, so M 5-16 takes BM 16 tiles (MMA rows
+# are free when the weight stream is the limit).
+_GEMV_MAX_M = 4
 # Per-shape counts Triton would otherwise specialise on: one compile per config, every shape.
 _RUNTIME_INTS = ["M", "groups_per_split", "n_work", "n_prog"]
 
@@ -207,14 +210,14 @@ def _num_sms(device_index):
 def _heuristic(M, N, K):
     """Defaults before any measurement: the decode and prefill families' usual choices."""
     if M <= _GEMV_MAX_M:
-        return {"path": "gemv", "BN": 32, "SPLIT_K": 0, "num_warps": 4, "num_stages": 1}
+        return {"path": "gemv", "BN": 32, "BK": 128, "SPLIT_K": 0, "num_warps": 4, "num_stages": 1}
     if M <= 64:
-        return {"path": "tile", "BM": 16 if M <= 16 else (32 if M <= 32 else 64), "BN": 64, "GROUP": 8,
+        return {"path": "tile", "BM": 16 if M <= 16 else (32 if M <= 32 else 64), "BN": 64, "BK": 128, "GROUP": 8,
                 "SPLIT_K": 0, "num_warps": 4, "num_stages": 4, "TMA": 0, "PERSIST": 0}
     if M <= 256:
-        return {"path": "tile", "BM": 64, "BN": 128, "GROUP": 8, "SPLIT_K": 0, "num_warps": 4,
+        return {"path": "tile", "BM": 64, "BN": 128, "BK": 128, "GROUP": 8, "SPLIT_K": 0, "num_warps": 4,
                 "num_stages": 4, "TMA": 1, "PERSIST": 0}
-    return {"path": "tile", "BM": 128, "BN": 128, "GROUP": 8, "SPLIT_K": 1, "num_warps": 8,
+    return {"path": "tile", "BM": 128, "BN": 128, "BK": 128, "GROUP": 8, "SPLIT_K": 1, "num_warps": 8,
             "num_stages": 4, "TMA": 1, "PERSIST": 1}
 
 
@@ -275,7 +278,7 @@ def gemm(a, a_scale, b, b_scale, cfg, allow_tma=True, allow_persistent=True):
             _reduce(ws, y, split)
         return y
     if cfg["path"] == "gemv":  # a GEMV row picked for a larger M: same weight-streaming shape, tiles
-        cfg = dict(_heuristic(64, N, K), SPLIT_K=cfg["SPLIT_K"])
+        cfg = dict(_heuristic(M, N, K), SPLIT_K=cfg["SPLIT_K"])
     bm, bn = cfg["BM"], cfg["BN"]
     n_tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
     split, per = _split_count(cfg["SPLIT_K"], k_groups, n_tiles, n_sm)

@@ -8,7 +8,7 @@ techniques: [per-shape-dispatch, config-table, tensor-descriptors, tma, persiste
 params:
   TMA: [0, 1]
   PERSISTENT: [0, 1]
-summary: One candidate for every M. forward() picks a configuration per shape from a table measured on the GPU (nearest measured shape in log space, M weighted most) and runs one of three paths, a GEMV for M <= 16, a pointer-load tile kernel or a TMA tile kernel, each optionally persistent with grouped tile order and split-K (fp32 partials, deterministic second-pass reduction).
+summary: One candidate for every M. forward() picks a configuration per shape from a table measured on the GPU (nearest measured shape in log space, M weighted most) and runs one of three paths, a GEMV for M <= 4, a pointer-load tile kernel or a TMA tile kernel, each optionally persistent with grouped tile order and split-K (fp32 partials, deterministic second-pass reduction).
 ---
 y = x @ w.T, x [M, K] and w [N, K] bf16 (both K-contiguous), fp32 accumulation, one bf16 rounding.
 No single tile shape serves M = 1 and M = 16384: decode M is a weight stream (about M FLOP/byte
@@ -21,14 +21,14 @@ Dispatch:
   `scripts/gpu_tune_gemm.py` (the best measured configuration per bench shape). A shape takes the
   config of the nearest row by 4*|log2 M - log2 M'| + |log2 N - log2 N'| + |log2 K - log2 K'|, so a
   bench shape gets exactly what was measured for it and any other shape the closest measurement.
-  With an empty table `_heuristic` decides (M buckets 1-16, 17-64, 65-256, larger).
-- Every config is correct for every shape: the GEMV path is taken only for M <= 16 (else the
+  With an empty table `_heuristic` decides (M buckets 1-4, 5-64, 65-256, larger).
+- Every config is correct for every shape: the GEMV path is taken only for M <= 4 (else the
   tile path with the same split), TMA only where the descriptors' 16-byte alignment holds (else
   pointer loads with the same tiles). AKA_PARAMS switches paths off globally: TMA 0 never builds
   a descriptor, PERSISTENT 0 launches one program per work item.
 
 Paths:
-- gemv (M <= 16): program = BN output columns x one K split, all M rows (BM = next power of two of
+- gemv (M <= 4): program = BN output columns x one K split, all M rows (BM = next power of two of
   M, rows past M masked). Each step loads a [BN, BK] weight slice once and reduces it against every
   row in fp32 (`tl.sum`): no MMA padding of M to 16/64 and wide vector loads of w.
 - tile, pointer loads: grouped tile order (GROUP tile rows per column panel share L2); rows and
@@ -60,7 +60,10 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 AKA_PARAMS = {"TMA": 1, "PERSISTENT": 1}
 
 _SMEM_BUDGET = 200 * 1024  # operand + epilogue buffers per block (H100/H200: 227 KB)
-_GEMV_MAX_M = 16
+# A GEMV program unrolls its reduction once per row: at 8 and 16 rows the sm_90 compile took 72 and
+# 67-194 s here (2 loaded cores) against 15 s at one row, so M 5-16 takes BM 16 tiles (MMA rows
+# are free when the weight stream is the limit).
+_GEMV_MAX_M = 4
 # Per-shape counts Triton would otherwise specialise on (== 1, % 16): one compile serves every
 # shape of a config, which is what lets the tuner try ~50 configs in its 120 s budget.
 _RUNTIME_INTS = ["M", "k_tiles_per_split", "n_work", "n_prog"]
@@ -266,7 +269,7 @@ def gemm(x, w, cfg, allow_tma=True, allow_persistent=True):
             _reduce(ws, y, split)
         return y
     if cfg["path"] == "gemv":  # a GEMV row picked for a larger M: same weight-streaming shape, tiles
-        cfg = dict(_heuristic(64, N, K), SPLIT_K=cfg["SPLIT_K"])
+        cfg = dict(_heuristic(M, N, K), SPLIT_K=cfg["SPLIT_K"])
     bm, bn, bk = cfg["BM"], cfg["BN"], cfg["BK"]
     k_tiles = triton.cdiv(K, bk)
     n_tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
