@@ -63,14 +63,16 @@ def bf16_grid(M):
     if M <= 64:
         bm = 32 if M <= 32 else 64
         return [tile(bm, 128, 128, 4, 4, 1), tile(bm, 64, 128, 4, 4, 1), tile(bm, 128, 128, 4, 4, 1, persist=1),
-                tile(bm, 64, 128, 4, 4, 0), tile(bm, 128, 64, 4, 5, 1), tile(bm, 256, 64, 8, 4, 1, split=1)]
+                tile(bm, 64, 128, 4, 4, 0), tile(bm, 128, 64, 4, 5, 1), tile(bm, 256, 64, 8, 4, 1, split=1),
+                tile(bm, 128, 128, 4, 4, 1, persist=1, occ=2)]
     if M <= 256:
         return [tile(64, 128, 64, 4, 4, 1), tile(128, 128, 64, 8, 4, 1), tile(64, 128, 128, 4, 4, 1),
-                tile(128, 128, 64, 8, 4, 1, persist=1), tile(64, 64, 128, 4, 4, 0), tile(64, 256, 64, 8, 3, 1)]
+                tile(128, 128, 64, 8, 4, 1, persist=1), tile(64, 64, 128, 4, 4, 0), tile(64, 256, 64, 8, 3, 1),
+                tile(64, 128, 64, 4, 4, 1, persist=1, occ=2)]
     return [tile(128, 256, 64, 8, 3, 1, split=1, persist=1), tile(128, 256, 64, 8, 3, 1, split=1),
             tile(128, 128, 64, 8, 4, 1, split=1, persist=1), tile(128, 256, 64, 8, 3, 1, split=1, persist=1, ws=1),
             tile(256, 128, 64, 8, 3, 1, split=1, persist=1), tile(128, 128, 64, 8, 4, 1),
-            tile(128, 256, 64, 8, 4, 0, split=1), tile(128, 128, 64, 4, 4, 1, split=1, persist=1, ws=1)]
+            tile(128, 256, 64, 8, 4, 0, split=1), tile(128, 128, 64, 8, 4, 1, split=0, persist=1)]
 
 
 def fp8_grid(M):
@@ -86,9 +88,11 @@ def fp8_grid(M):
     if M <= 256:
         return [tile(64, 128, 128, 4, 4, 1), tile(128, 128, 128, 8, 4, 1), tile(64, 128, 128, 4, 4, 1, persist=1),
                 tile(64, 256, 128, 8, 3, 1)]
+    # 128x256 at 8 warps, 128x128 at 4 and 256x128 at 8 spill (fresh dot result beside the accumulator:
+    # scripts/check_gemm_grid.py), so prefill stays at 128x128 / 64x128 / 128x64 tiles.
     return [tile(128, 128, 128, 8, 4, 1, split=1, persist=1), tile(128, 128, 128, 8, 4, 1, split=1),
-            tile(128, 256, 128, 8, 3, 1, split=1, persist=1), tile(128, 128, 128, 4, 4, 1, split=1, persist=1),
-            tile(256, 128, 128, 8, 3, 1, split=1, persist=1), tile(64, 128, 128, 4, 5, 1, split=1, persist=1),
+            tile(128, 128, 128, 8, 3, 1, split=1, persist=1), tile(64, 128, 128, 4, 5, 1, split=1, persist=1),
+            tile(128, 64, 128, 4, 4, 1, split=1, persist=1), tile(128, 128, 128, 8, 4, 1, split=1, persist=1, group=16),
             tile(128, 128, 128, 8, 4, 0, split=1)]
 
 
@@ -97,13 +101,15 @@ def cpu_grid(M, fp8):
     bk = 128 if fp8 else 64
     g = [gemv(32, bk, 4, split=1), gemv(16, bk, 4, split=0)] if M <= 4 else [gemv(16, bk, 4)]
     return g + [tile(16, 32, bk, 4, 2, 0, split=1), tile(16, 32, bk, 4, 2, 0, split=2, persist=1),
-                tile(32, 32, bk, 4, 2, 1, split=1, persist=1, ws=1), tile(16, 64, bk, 4, 2, 1, split=3)]
+                tile(32, 32, bk, 4, 2, 1, split=1, persist=1, ws=1), tile(16, 64, bk, 4, 2, 1, split=3),
+                tile(16, 128, bk, 4, 2, 1, split=1)]
 
 
 def cfg_name(cfg):
     if cfg["path"] == "gemv":
         return f"gemv BN{cfg['BN']} BK{cfg.get('BK', 128)} w{cfg['num_warps']} split{cfg['SPLIT_K'] or 'auto'}"
     flags = "".join(f" {k.lower()}" for k in ("TMA", "PERSIST", "WS") if cfg.get(k))
+    flags += f" occ{cfg['OCC']}" if cfg.get("PERSIST") and cfg.get("OCC", 1) > 1 else ""
     return (f"tile {cfg['BM']}x{cfg['BN']}x{cfg.get('BK', 128)} w{cfg['num_warps']} s{cfg['num_stages']} "
             f"g{cfg['GROUP']} split{cfg['SPLIT_K'] or 'auto'}{flags}")
 

@@ -30,7 +30,7 @@ Paths:
   per tile (`ONE_SB`), not a [BN] vector: one multiply per accumulator element less. BN 256 loads
   the [BN] vector (index n // 128). Pointer loads wrap rows/columns past M/N (`% M`, `% N`) and
   mask only the K tail; TMA loads (host `TensorDescriptor`s, K-contiguous [BM, 128] and [BN, 128]
-  boxes, the layout 8-bit wgmma requires) zero-fill edges and the bf16 tile is stored by TMA.
+  boxes, the layout 8-bit wgmma requires) zero-fill edges and the bf16 tile is stored by TMA (two [BM, BN/2] halves at BN >= 128).
 - persistent: grid = min(work, SMs x OCC), a strided walk over tiles x splits.
 - split-K: split s owns whole K groups (no scale straddles two splits); fp32 partials
   [SPLIT, M, N] reduced in fixed order by `_splitk_reduce`, one bf16 rounding.
@@ -53,8 +53,9 @@ _SMEM_BUDGET = 200 * 1024
 # 67-194 s here (2 loaded cores) against 15 s at one row, so M 5-16 takes BM 16 tiles (MMA rows
 # are free when the weight stream is the limit).
 _GEMV_MAX_M = 4
-# Per-shape counts Triton would otherwise specialise on: one compile per config, every shape.
-_RUNTIME_INTS = ["M", "groups_per_split", "n_work", "n_prog"]
+# Per-shape counts and scale strides (K/128 is 56 at K 7168, 144 at 18432) Triton would otherwise
+# specialise on (== 1, % 16): one compile per config serves every shape.
+_RUNTIME_INTS = ["M", "groups_per_split", "n_work", "n_prog", "s_asm", "s_ask", "s_bsn", "s_bsk"]
 
 # --- dispatch table: scripts/bake_dispatch.py rewrites from here to the end marker ---
 _TABLE_SOURCE = "none (heuristic defaults, not measured)"
@@ -127,7 +128,7 @@ def _fp8_mm_ptr(a_ptr, b_ptr, c_ptr, ws_ptr, as_ptr, bs_ptr, M, N, K, s_am, s_bn
 def _fp8_mm_tma(a_desc, b_desc, c_desc, ws_ptr, as_ptr, bs_ptr, M, N, K, s_asm, s_ask, s_bsn, s_bsk,
                 groups_per_split, n_work, n_prog,
                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr,
-                PARTIAL: tl.constexpr, ONE_SB: tl.constexpr):
+                PARTIAL: tl.constexpr, ONE_SB: tl.constexpr, SUBTILE: tl.constexpr):
     n_pm = tl.cdiv(M, BM)
     n_pn = tl.cdiv(N, BN)
     n_tiles = n_pm * n_pn
@@ -149,13 +150,18 @@ def _fp8_mm_tma(a_desc, b_desc, c_desc, ws_ptr, as_ptr, bs_ptr, M, N, K, s_asm, 
             sb = _weight_scale(bs_ptr, pn, rn, kt, N, s_bsn, s_bsk, BN, BK, ONE_SB)
             acc += tl.dot(a, b.T) * (sa[:, None] * sb)
         if not PARTIAL:
-            c_desc.store([pm * BM, pn * BN], acc.to(c_desc.dtype))
+            if SUBTILE:  # two [BM, BN/2] stores: half the epilogue's shared memory, one more stage
+                c0, c1 = tl.split(tl.permute(tl.reshape(acc, (BM, 2, BN // 2)), (0, 2, 1)))
+                c_desc.store([pm * BM, pn * BN], c0.to(c_desc.dtype))
+                c_desc.store([pm * BM, pn * BN + BN // 2], c1.to(c_desc.dtype))
+            else:
+                c_desc.store([pm * BM, pn * BN], acc.to(c_desc.dtype))
         else:
             cmask = (rm[:, None] < M) & (rn[None, :] < N)
             tl.store(ws_ptr + (sid * M + rm).to(tl.int64)[:, None] * N + rn[None, :], acc, mask=cmask)
 
 
-@triton.jit(do_not_specialize=["M", "groups_per_split"])
+@triton.jit(do_not_specialize=["M", "groups_per_split", "s_asm", "s_ask", "s_bsn", "s_bsk"])
 def _fp8_gemv(a_ptr, b_ptr, c_ptr, ws_ptr, as_ptr, bs_ptr, M, N, K, s_am, s_bn, s_cm,
               s_asm, s_ask, s_bsn, s_bsk, groups_per_split,
               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PARTIAL: tl.constexpr,
@@ -287,14 +293,15 @@ def gemm(a, a_scale, b, b_scale, cfg, allow_tma=True, allow_persistent=True):
     ws = torch.empty((split, M, N), dtype=torch.float32, device=a.device) if split > 1 else y
     one_sb = QBLOCK % bn == 0
     use_tma = bool(cfg.get("TMA")) and allow_tma and _tma_ok(a, b, y)
-    epi = bm * bn * 2 if (use_tma and split == 1) else 0
+    subtile = bn >= 128
+    epi = (bm * bn * 2 // (2 if subtile else 1)) if (use_tma and split == 1) else 0
     stages = max(1, min(cfg["num_stages"], (_SMEM_BUDGET - epi) // ((bm + bn) * QBLOCK)))
     if use_tma:
         _fp8_mm_tma[(n_prog,)](TensorDescriptor.from_tensor(a, [bm, QBLOCK]),
                                TensorDescriptor.from_tensor(b, [bn, QBLOCK]),
-                               TensorDescriptor.from_tensor(y, [bm, bn]), ws, a_scale, b_scale, M, N, K,
-                               *scale_strides, per, n_work, n_prog, BM=bm, BN=bn, BK=QBLOCK,
-                               GROUP=cfg["GROUP"], PARTIAL=split > 1, ONE_SB=one_sb,
+                               TensorDescriptor.from_tensor(y, [bm, bn // 2 if subtile else bn]), ws, a_scale,
+                               b_scale, M, N, K, *scale_strides, per, n_work, n_prog, BM=bm, BN=bn, BK=QBLOCK,
+                               GROUP=cfg["GROUP"], PARTIAL=split > 1, ONE_SB=one_sb, SUBTILE=subtile,
                                num_warps=cfg["num_warps"], num_stages=stages)
     else:
         _fp8_mm_ptr[(n_prog,)](a, b, y, ws, a_scale, b_scale, M, N, K, a.stride(0), b.stride(0), y.stride(0),

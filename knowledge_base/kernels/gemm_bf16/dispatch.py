@@ -36,7 +36,8 @@ Paths:
   K % BK != 0 (K 7392 at BK 128).
 - tile, TMA: host `TensorDescriptor`s for x, w and y (triton/tensor-descriptors-tma); loads are
   bulk async copies that zero-fill past the edges, so no masks at all; the bf16 tile is stored by
-  TMA too. `WS` 1 asks for warp specialisation of the K loop (on sm_90 it compiles only with
+  TMA too, in two [BM, BN/2] halves when BN >= 128 (the epilogue's buffer
+  then costs half, which buys 128x256x64 a third stage). `WS` 1 asks for warp specialisation of the K loop (on sm_90 it compiles only with
   descriptor loads, triton/warp-specialization).
 - persistent (either tile path): grid = min(work, SMs x OCC) programs walk the work list
   (tiles x splits) with a stride of the grid size (`tl.range(..., flatten=True)` lets the
@@ -46,7 +47,7 @@ Paths:
   [SPLIT, M, N]; `_splitk_reduce` sums them in fixed order (bit-reproducible, unlike atomics) and
   rounds once to bf16. Partial traffic SPLIT * M * N * 8 bytes, a few % of the weight at M <= 64.
 - num_stages is clamped on the host so operand buffers ((BM + BN) * BK * 2 bytes per stage) plus
-  the TMA store's BM * BN * 2 bytes stay under about 200 KB of the 227 KB of shared memory per block.
+  the TMA store's BM * BN bytes (two halves) or BM * BN * 2 stay under about 200 KB of the 227 KB of shared memory per block.
 - int64 row offsets: M * K reaches 16384 * 3584, 32k-token prefills go past 2**31.
 """
 import functools
@@ -124,7 +125,7 @@ def _mm_ptr(a_ptr, b_ptr, c_ptr, ws_ptr, M, N, K, s_am, s_bn, s_cm, k_tiles_per_
 @triton.jit(do_not_specialize=_RUNTIME_INTS)
 def _mm_tma(a_desc, b_desc, c_desc, ws_ptr, M, N, K, k_tiles_per_split, n_work, n_prog,
             BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr,
-            PARTIAL: tl.constexpr, WS: tl.constexpr):
+            PARTIAL: tl.constexpr, WS: tl.constexpr, SUBTILE: tl.constexpr):
     n_pm = tl.cdiv(M, BM)
     n_pn = tl.cdiv(N, BN)
     n_tiles = n_pm * n_pn
@@ -141,7 +142,12 @@ def _mm_tma(a_desc, b_desc, c_desc, ws_ptr, M, N, K, k_tiles_per_split, n_work, 
             b = b_desc.load([pn * BN, kt * BK])
             acc = tl.dot(a, b.T, acc)
         if not PARTIAL:
-            c_desc.store([pm * BM, pn * BN], acc.to(c_desc.dtype))
+            if SUBTILE:  # two [BM, BN/2] stores: half the epilogue's shared memory, one more stage
+                c0, c1 = tl.split(tl.permute(tl.reshape(acc, (BM, 2, BN // 2)), (0, 2, 1)))
+                c_desc.store([pm * BM, pn * BN], c0.to(c_desc.dtype))
+                c_desc.store([pm * BM, pn * BN + BN // 2], c1.to(c_desc.dtype))
+            else:
+                c_desc.store([pm * BM, pn * BN], acc.to(c_desc.dtype))
         else:
             rm = pm * BM + tl.arange(0, BM)
             rn = pn * BN + tl.arange(0, BN)
@@ -279,10 +285,12 @@ def gemm(x, w, cfg, allow_tma=True, allow_persistent=True):
     ws = torch.empty((split, M, N), dtype=torch.float32, device=x.device) if split > 1 else y
     use_tma = bool(cfg.get("TMA")) and allow_tma and _tma_ok(x, w, y)
     if use_tma:
-        epi = bm * bn * 2 if split == 1 else 0
+        subtile = bn >= 128
+        epi = (bm * bn * 2 // (2 if subtile else 1)) if split == 1 else 0
         _mm_tma[(n_prog,)](TensorDescriptor.from_tensor(x, [bm, bk]), TensorDescriptor.from_tensor(w, [bn, bk]),
-                           TensorDescriptor.from_tensor(y, [bm, bn]), ws, M, N, K, per, n_work, n_prog,
-                           BM=bm, BN=bn, BK=bk, GROUP=cfg["GROUP"], PARTIAL=split > 1, WS=bool(cfg.get("WS")),
+                           TensorDescriptor.from_tensor(y, [bm, bn // 2 if subtile else bn]), ws, M, N, K, per,
+                           n_work, n_prog, BM=bm, BN=bn, BK=bk, GROUP=cfg["GROUP"], PARTIAL=split > 1,
+                           WS=bool(cfg.get("WS")), SUBTILE=subtile,
                            num_warps=cfg["num_warps"], num_stages=_stages(bm, bn, bk, cfg["num_stages"], epi))
     else:
         _mm_ptr[(n_prog,)](x, w, y, ws, M, N, K, x.stride(0), w.stride(0), y.stride(0), per, n_work, n_prog,
