@@ -15,6 +15,12 @@ rank order over all shapes (peers and the heuristic default first), so a deadlin
 promising configs, never a whole shape. OUTDIR/tune.json is rewritten after every measurement;
 a table (shape, best config, ours us, peer us, ratio) is printed last.
 Then `python scripts/bake_dispatch.py OUTDIR/tune.json` writes the winners into the kernels.
+
+Budget (H200, one process, about 120 s): 236 (shape, config) measurements need about 54 distinct
+compiles (M, split and grid counts are not specialised: one compile per config serves every
+shape); `scripts/check_gemm_grid.py` compiles the whole grid for sm_90a offline and flags
+failures and spills before any GPU time is spent. The deadline is checked before each
+measurement, so the run ends a few seconds after it with everything measured so far.
 """
 from __future__ import annotations
 

@@ -138,3 +138,31 @@ def test_nearest_row_weights_m_most(op):
         assert mod.pick_config(8192, 4096, 4096)["path"] == "tile"
     finally:
         mod._TABLE[:] = saved
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", OPS)
+def test_a_table_of_gpu_grid_configs_passes_the_harness_on_small_shapes(op, tmp_path):
+    """After the device run every small shape takes some bench shape's row: whichever GPU-grid
+    config it is (TMA, persistent, split, GEMV), the baked file is an ordinary passing candidate.
+    Rows take each bench shape's last grid config (the times are placeholders: this checks the
+    baker and the dispatch, not speed)."""
+    from aka.evaluate.api import EvalConfig, evaluate
+    sys.path.insert(0, str(SCRIPTS))
+    import gpu_tune_gemm as tune
+    shapes = json.loads((REPO_ROOT / "bench" / "ops" / op / "shapes.json").read_text())
+    records = []
+    for sid, s in shapes.items():
+        kw = s["input_kwargs"]
+        grid = tune.fp8_grid(kw["M"]) if op != "gemm_bf16" else tune.bf16_grid(kw["M"])
+        records.append({"op": op, "shape": sid, **kw, "config": grid[-1], "correct": True, "us": 1.0})
+    (tmp_path / "t.json").write_text(json.dumps({"env": {}, "records": records}))
+    (tmp_path / op).mkdir()
+    shutil.copy(KERNELS / op / "dispatch.py", tmp_path / op / "dispatch.py")
+    done = subprocess.run([sys.executable, str(SCRIPTS / "bake_dispatch.py"), str(tmp_path / "t.json"),
+                           "--kernels", str(tmp_path), "--ops", op], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    mod = _load(tmp_path / op / "dispatch.py", f"_baked_grid_{op}")
+    assert len(mod._TABLE) == len(shapes)
+    res = evaluate(op, tmp_path / op / "dispatch.py", shapes="small", config=EvalConfig(device="cpu", seed=11))
+    assert res.status == "pass", res.reason

@@ -36,9 +36,10 @@ Paths:
   K % BK != 0 (K 7392 at BK 128).
 - tile, TMA: host `TensorDescriptor`s for x, w and y (triton/tensor-descriptors-tma); loads are
   bulk async copies that zero-fill past the edges, so no masks at all; the bf16 tile is stored by
-  TMA too, in two [BM, BN/2] halves when BN >= 128 (the epilogue's buffer
-  then costs half, which buys 128x256x64 a third stage). `WS` 1 asks for warp specialisation of the K loop (on sm_90 it compiles only with
-  descriptor loads, triton/warp-specialization).
+  TMA too, in two [BM, BN/2] halves when BN >= 128 (the epilogue buffer then costs half, which
+  buys 128x256x64 a third stage: 180 KB shared, 154 registers in the offline sm_90a compile).
+  `WS` 1 asks for warp specialisation of the K loop (sm_90 compiles it only with descriptor
+  loads, and not at 128x128x64 with 4 warps: triton/warp-specialization).
 - persistent (either tile path): grid = min(work, SMs x OCC) programs walk the work list
   (tiles x splits) with a stride of the grid size (`tl.range(..., flatten=True)` lets the
   pipeliner overlap one tile's epilogue with the next tile's loads); otherwise one work item per
@@ -47,7 +48,8 @@ Paths:
   [SPLIT, M, N]; `_splitk_reduce` sums them in fixed order (bit-reproducible, unlike atomics) and
   rounds once to bf16. Partial traffic SPLIT * M * N * 8 bytes, a few % of the weight at M <= 64.
 - num_stages is clamped on the host so operand buffers ((BM + BN) * BK * 2 bytes per stage) plus
-  the TMA store's BM * BN bytes (two halves) or BM * BN * 2 stay under about 200 KB of the 227 KB of shared memory per block.
+  the TMA store's buffer (BM * BN bytes in halves, else BM * BN * 2) stay under about 200 KB of
+  the 227 KB of shared memory per block.
 - int64 row offsets: M * K reaches 16384 * 3584, 32k-token prefills go past 2**31.
 """
 import functools
