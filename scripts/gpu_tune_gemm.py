@@ -229,7 +229,8 @@ def ceilings(torch):
     src = torch.empty(2**30, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
     res = {}
-    for key, fn, work in (("fp8_tflops", f, 2.0 * n**3 / 1e12), ("copy_tbps", lambda: dst.copy_(src), 2 * 2**30 / 1e12)):
+    cases = (("fp8_tflops", f, 2.0 * n**3 / 1e12), ("copy_tbps", lambda: dst.copy_(src), 2 * 2**30 / 1e12))
+    for key, fn, work in cases:
         fn()
         torch.cuda.synchronize()
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -296,7 +297,8 @@ def main(argv=None):
         if args.cpu:
             table = CPU_SHAPES
         else:
-            table = {sid: s["input_kwargs"] for sid, s in json.loads((ROOT / "bench" / "ops" / op / "shapes.json").read_text()).items()}
+            bench = json.loads((ROOT / "bench" / "ops" / op / "shapes.json").read_text())
+            table = {sid: s["input_kwargs"] for sid, s in bench.items()}
         wanted = [x for x in args.shapes.split(",") if x]
         for sid in wanted:
             if sid not in table:
@@ -363,7 +365,8 @@ def run_task(doc, problems, shapes, kernels, timer, torch, device, cuda, cpu, ra
                 rec.update(correct=all(c[0] for c in checks), max_abs_err=max(c[1] for c in checks))
                 rec["us"] = timer(fn, prob["sets"])
             except Exception as exc:
-                rec.update(correct=False, error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}")
+                first = str(exc).strip().splitlines()
+                rec.update(correct=False, error=f"{type(exc).__name__}: {first[0][:300] if first else ''}")
             doc["peers"].append(rec)
         return
     mod = kernels[op]

@@ -62,8 +62,8 @@ def test_baked_table_is_the_fastest_correct_config_per_shape(tuned, tmp_path):
     for op in OPS:
         (kdir / op).mkdir(parents=True)
         shutil.copy(KERNELS / op / "dispatch.py", kdir / op / "dispatch.py")
-    done = subprocess.run([sys.executable, str(SCRIPTS / "bake_dispatch.py"), str(out / "tune.json"), "--kernels", str(kdir)],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, str(SCRIPTS / "bake_dispatch.py"), str(out / "tune.json"),
+                           "--kernels", str(kdir)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     for op in OPS:
         src = (kdir / op / "dispatch.py").read_text()
@@ -98,7 +98,8 @@ def test_bake_never_takes_an_incorrect_or_failed_config(tmp_path):
     _write_tune(tmp_path / "t.json", [_rec(8, 1.0, correct=False, bm=16), _rec(8, 2.0, error="OutOfResources", bm=32),
                                       _rec(8, 5.0, bm=64), _rec(8, 9.0, bm=128)])
     done = subprocess.run([sys.executable, str(SCRIPTS / "bake_dispatch.py"), str(tmp_path / "t.json"),
-                           "--kernels", str(tmp_path), "--ops", "gemm_bf16"], capture_output=True, text=True, timeout=60)
+                           "--kernels", str(tmp_path), "--ops", "gemm_bf16"],
+                          capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     mod = _load(tmp_path / "gemm_bf16" / "dispatch.py", "_baked_adv")
     assert [(r[0], r[3]["BM"]) for r in mod._TABLE] == [(8, 64)]
