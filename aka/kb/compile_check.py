@@ -11,6 +11,7 @@ garbage and ignored; only compile errors, shared memory, registers and spills ar
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -53,6 +54,8 @@ def _ptxas_info(ptx: str, arch: str) -> tuple[int | None, int | None]:
 
 def _signature(fn, args, kwargs):
     import torch
+    from triton.runtime.jit import mangle_type
+    from triton.tools.tensor_descriptor import TensorDescriptor
     names = fn.arg_names
     vals = dict(zip(names, args))
     vals.update({k: v for k, v in kwargs.items() if k in names})
@@ -67,8 +70,12 @@ def _signature(fn, args, kwargs):
                                  torch.int8: "i8", torch.bool: "i1", torch.float8_e4m3fn: "fp8e4nv",
                                  torch.float8_e5m2: "fp8e5", torch.float64: "fp64"}[v.dtype]
             attrs[(i,)] = [["tt.divisibility", 16]]  # fresh allocations are 16-byte aligned
+        elif isinstance(v, TensorDescriptor):
+            sig[p.name] = mangle_type(v)  # tensordesc<bf16[BM, BK]>: a host-side TMA descriptor
         elif isinstance(v, bool):
             sig[p.name] = "i1"
+        elif isinstance(v, int) and getattr(p, "do_not_specialize", False):
+            sig[p.name] = "i32" if -2**31 <= v < 2**31 else "i64"  # no == 1 constant, no % 16 hint
         elif isinstance(v, int) and v == 1:
             sig[p.name], const[p.name] = "constexpr", 1  # what Triton's launcher does with a 1
         elif isinstance(v, int):
@@ -84,38 +91,17 @@ def _signature(fn, args, kwargs):
     return sig, const, attrs
 
 
-def compile_check(op: str, candidate: str, shape_ids: list[str] | None = None, capability: int = 90) -> CompileReport:
-    """Compile every launch `candidate`'s forward makes on `op`'s shapes (default: its small
-    shapes). Inputs are built on the CPU; kernels never run."""
-    import torch
+@contextlib.contextmanager
+def compiling_launches(report: CompileReport, capability: int = 90):
+    """While active, every @triton.jit launch is compiled for `capability` instead of run, once per
+    distinct specialisation, into `report.launches` (scripts/check_gemm_grid.py uses it directly)."""
     import triton
     import triton.runtime.jit as jit
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from aka.evaluate.loader import ProblemRuntime, call, import_file
-    from aka.problem import load_problem
-
-    prob = load_problem(op)
-    shapes = prob.select(",".join(shape_ids) if shape_ids else "small")
-    rt = ProblemRuntime(prob.worker_spec(), "cpu")
-    # The kernels are compiled, never interpreted: @triton.jit reads TRITON_INTERPRET when the file
-    # is imported, and a process that turned the interpreter on (a CPU `aka convert apply` run in it)
-    # would otherwise get interpreted functions that never reach the compiler.
-    import os
-    prev = os.environ.get("TRITON_INTERPRET")
-    os.environ["TRITON_INTERPRET"] = "0"
-    try:
-        mod = import_file(candidate, "_aka_compile_check")
-    finally:
-        if prev is None:
-            os.environ.pop("TRITON_INTERPRET", None)
-        else:
-            os.environ["TRITON_INTERPRET"] = prev
-    cls = getattr(mod, "ModelNew", None) or getattr(mod, "Model")
     arch = f"sm_{capability}a" if capability >= 90 else f"sm_{capability}"
     seen: dict = {}
-    report = CompileReport(ok=True)
 
     def fake_run(self, *args, grid, warmup=False, **kwargs):
         nw = int(kwargs.get("num_warps", 4))
@@ -142,6 +128,38 @@ def compile_check(op: str, candidate: str, shape_ids: list[str] | None = None, c
     original = jit.JITFunction.run
     jit.JITFunction.run = fake_run
     try:
+        yield report
+    finally:
+        jit.JITFunction.run = original
+
+
+def compile_check(op: str, candidate: str, shape_ids: list[str] | None = None, capability: int = 90) -> CompileReport:
+    """Compile every launch `candidate`'s forward makes on `op`'s shapes (default: its small
+    shapes). Inputs are built on the CPU; kernels never run."""
+    import torch
+
+    from aka.evaluate.loader import ProblemRuntime, call, import_file
+    from aka.problem import load_problem
+
+    prob = load_problem(op)
+    shapes = prob.select(",".join(shape_ids) if shape_ids else "small")
+    rt = ProblemRuntime(prob.worker_spec(), "cpu")
+    # The kernels are compiled, never interpreted: @triton.jit reads TRITON_INTERPRET when the file
+    # is imported, and a process that turned the interpreter on (a CPU `aka convert apply` run in it)
+    # would otherwise get interpreted functions that never reach the compiler.
+    import os
+    prev = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "0"
+    try:
+        mod = import_file(candidate, "_aka_compile_check")
+    finally:
+        if prev is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = prev
+    cls = getattr(mod, "ModelNew", None) or getattr(mod, "Model")
+    report = CompileReport(ok=True)
+    with compiling_launches(report, capability):
         for shape in shapes:
             torch.manual_seed(0)
             model = cls(*rt.init_args(shape.to_json())[0], **rt.init_args(shape.to_json())[1])
@@ -151,8 +169,6 @@ def compile_check(op: str, candidate: str, shape_ids: list[str] | None = None, c
             except Exception as e:  # noqa: BLE001 - glue reading garbage outputs may fail after the launches
                 if "CompilationError" in type(e).__name__:
                     report.ok, report.error = False, f"{type(e).__name__}: {e}"
-    finally:
-        jit.JITFunction.run = original
     if not report.launches and report.error is None:
         report.ok, report.error = False, "the forward launched no @triton.jit kernel"
     return report

@@ -1,0 +1,169 @@
+"""The dispatching GEMM kernels, their GPU tuner and the table baker, without a GPU.
+
+The tuner runs end to end under the interpreter on tiny shapes (every path: GEMV, pointer and TMA
+tiles, split-K, persistent, a GEMV row applied to a larger M), and its JSON is baked into a copy
+of the kernels, whose table must hold exactly the fastest correct config per shape."""
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from aka.evaluate.static import check_source
+from aka.problem import REPO_ROOT
+
+SCRIPTS = REPO_ROOT / "scripts"
+KERNELS = REPO_ROOT / "knowledge_base" / "kernels"
+OPS = ("gemm_bf16", "fp8_block_scaled_gemm")
+
+
+def _load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tune")
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    done = subprocess.run([sys.executable, str(SCRIPTS / "gpu_tune_gemm.py"), str(out), "--cpu", "--shapes", "c0,c3",
+                           "--deadline", "1500"], capture_output=True, text=True, timeout=1700, env=env, cwd=REPO_ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out, json.loads((out / "tune.json").read_text()), done.stdout
+
+
+@pytest.mark.slow
+def test_tuner_runs_every_path_correctly_on_cpu(tuned):
+    _, doc, stdout = tuned
+    recs = doc["records"]
+    bad = [(r["op"], r["shape"], r["name"], r.get("error"), r.get("max_abs_err")) for r in recs if not r["correct"]]
+    assert not bad, bad
+    assert doc["skipped_for_deadline"] == 0 and not doc["errors"]
+    for op in OPS:
+        mine = [r for r in recs if r["op"] == op]
+        names = " | ".join(r["name"] for r in mine)
+        for feature in ("gemv", "tile", " tma", " persist", "split2", "split3", "split1", " ws"):
+            assert feature in names, f"{op}: no measured config with {feature!r}"
+        assert {r["shape"] for r in mine} == {"c0", "c3"}
+        assert all(r["us"] > 0 for r in mine)
+        assert set(doc["best"][op]) == {"c0", "c3"}
+    assert stdout.strip().splitlines()[-1].startswith("no peer ratio")   # the table comes last
+
+
+@pytest.mark.slow
+def test_baked_table_is_the_fastest_correct_config_per_shape(tuned, tmp_path):
+    out, doc, _ = tuned
+    kdir = tmp_path / "kernels"
+    for op in OPS:
+        (kdir / op).mkdir(parents=True)
+        shutil.copy(KERNELS / op / "dispatch.py", kdir / op / "dispatch.py")
+    done = subprocess.run([sys.executable, str(SCRIPTS / "bake_dispatch.py"), str(out / "tune.json"),
+                           "--kernels", str(kdir)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    for op in OPS:
+        src = (kdir / op / "dispatch.py").read_text()
+        assert check_source(src).ok
+        assert sum(ln.startswith("AKA_PARAMS = {") for ln in src.splitlines()) == 1
+        mod = _load(kdir / op / "dispatch.py", f"_baked_{op}")
+        assert "tune.json" in mod._TABLE_SOURCE and doc["env"]["triton"] in mod._TABLE_SOURCE
+        assert len(mod._TABLE) == 2
+        for sid, row in doc["best"][op].items():
+            fastest = min((r for r in doc["records"] if r["op"] == op and r["shape"] == sid and r["correct"]),
+                          key=lambda r: r["us"])
+            assert mod.pick_config(row["M"], row["N"], row["K"]) == fastest["config"]
+
+
+def _write_tune(path, records):
+    path.write_text(json.dumps({"env": {"gpu": "H200", "torch": "t", "triton": "3.6.0", "git_sha": "abc",
+                                        "date": "d", "timing": "graph"}, "records": records}))
+
+
+def _rec(M, us, correct=True, error=None, bm=64):
+    cfg = {"path": "tile", "BM": bm, "BN": 64, "BK": 64, "GROUP": 8, "SPLIT_K": 1, "num_warps": 4,
+           "num_stages": 3, "TMA": 0, "PERSIST": 0, "WS": 0, "OCC": 1}
+    r = {"op": "gemm_bf16", "shape": str(M), "M": M, "N": 256, "K": 512, "config": cfg, "correct": correct, "us": us}
+    if error:
+        r["error"] = error
+    return r
+
+
+def test_bake_never_takes_an_incorrect_or_failed_config(tmp_path):
+    (tmp_path / "gemm_bf16").mkdir()
+    shutil.copy(KERNELS / "gemm_bf16" / "dispatch.py", tmp_path / "gemm_bf16" / "dispatch.py")
+    _write_tune(tmp_path / "t.json", [_rec(8, 1.0, correct=False, bm=16), _rec(8, 2.0, error="OutOfResources", bm=32),
+                                      _rec(8, 5.0, bm=64), _rec(8, 9.0, bm=128)])
+    done = subprocess.run([sys.executable, str(SCRIPTS / "bake_dispatch.py"), str(tmp_path / "t.json"),
+                           "--kernels", str(tmp_path), "--ops", "gemm_bf16"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    mod = _load(tmp_path / "gemm_bf16" / "dispatch.py", "_baked_adv")
+    assert [(r[0], r[3]["BM"]) for r in mod._TABLE] == [(8, 64)]
+
+
+def test_bake_refuses_bad_input_with_one_line(tmp_path):
+    (tmp_path / "gemm_bf16").mkdir()
+    (tmp_path / "gemm_bf16" / "dispatch.py").write_text("_TABLE = []\n")   # no markers
+    _write_tune(tmp_path / "t.json", [_rec(8, 5.0)])
+    cases = [[str(tmp_path / "t.json"), "--kernels", str(tmp_path)], [str(tmp_path / "missing.json")]]
+    _write_tune(tmp_path / "none.json", [_rec(8, 1.0, correct=False)])
+    shutil.copy(KERNELS / "gemm_bf16" / "dispatch.py", tmp_path / "ok.py")
+    (tmp_path / "k2" / "gemm_bf16").mkdir(parents=True)
+    shutil.copy(KERNELS / "gemm_bf16" / "dispatch.py", tmp_path / "k2" / "gemm_bf16" / "dispatch.py")
+    cases.append([str(tmp_path / "none.json"), "--kernels", str(tmp_path / "k2")])
+    for argv in cases:
+        done = subprocess.run([sys.executable, str(SCRIPTS / "bake_dispatch.py"), *argv, "--ops", "gemm_bf16"],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2, (argv, done.stdout, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1 and done.stderr.startswith("bake_dispatch: ")
+    assert (tmp_path / "k2" / "gemm_bf16" / "dispatch.py").read_text() == (tmp_path / "ok.py").read_text()
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_nearest_row_weights_m_most(op):
+    mod = _load(KERNELS / op / "dispatch.py", f"_pick_{op}")
+    a, b, c = ({"path": "tile", "tag": t} for t in "abc")
+    saved = list(mod._TABLE)
+    try:
+        mod._TABLE[:] = [(1, 4096, 4096, a), (64, 4096, 4096, b), (4096, 4096, 4096, c)]
+        assert mod.pick_config(1, 4096, 4096) is a
+        assert mod.pick_config(2, 128256, 4096) is a        # N far away, M close: still the M=1 row
+        assert mod.pick_config(48, 8192, 2048) is b
+        assert mod.pick_config(32768, 512, 512) is c
+        mod._TABLE[:] = []
+        assert mod.pick_config(1, 4096, 4096)["path"] == "gemv"
+        assert mod.pick_config(8192, 4096, 4096)["path"] == "tile"
+    finally:
+        mod._TABLE[:] = saved
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", OPS)
+def test_a_table_of_gpu_grid_configs_passes_the_harness_on_small_shapes(op, tmp_path):
+    """After the device run every small shape takes some bench shape's row: whichever GPU-grid
+    config it is (TMA, persistent, split, GEMV), the baked file is an ordinary passing candidate.
+    Rows take each bench shape's last grid config (the times are placeholders: this checks the
+    baker and the dispatch, not speed)."""
+    from aka.evaluate.api import EvalConfig, evaluate
+    sys.path.insert(0, str(SCRIPTS))
+    import gpu_tune_gemm as tune
+    shapes = json.loads((REPO_ROOT / "bench" / "ops" / op / "shapes.json").read_text())
+    records = []
+    for sid, s in shapes.items():
+        kw = s["input_kwargs"]
+        grid = tune.fp8_grid(kw["M"]) if op != "gemm_bf16" else tune.bf16_grid(kw["M"])
+        records.append({"op": op, "shape": sid, **kw, "config": grid[-1], "correct": True, "us": 1.0})
+    (tmp_path / "t.json").write_text(json.dumps({"env": {}, "records": records}))
+    (tmp_path / op).mkdir()
+    shutil.copy(KERNELS / op / "dispatch.py", tmp_path / op / "dispatch.py")
+    done = subprocess.run([sys.executable, str(SCRIPTS / "bake_dispatch.py"), str(tmp_path / "t.json"),
+                           "--kernels", str(tmp_path), "--ops", op], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    mod = _load(tmp_path / op / "dispatch.py", f"_baked_grid_{op}")
+    assert len(mod._TABLE) == len(shapes)
+    res = evaluate(op, tmp_path / op / "dispatch.py", shapes="small", config=EvalConfig(device="cpu", seed=11))
+    assert res.status == "pass", res.reason
