@@ -29,7 +29,7 @@ measurements and holds nothing that was not measured. A geometry missing from it
 runs `AKA_PARAMS` (the offline proposer's search space; CPU checks run it on the small shapes).
 
 Pipeline (five or six launches and a few fills, no host sync, no torch compute):
-1. Alignment. Up to SMALL_NP (token, slot) pairs: one program histograms the ids with
+1. Alignment. Up to SMALL_WORK (token, slot) pairs x experts: one program histograms the ids with
    [SUB, E_PAD] one-hot tiles, pads each expert's segment to BM, labels every BM-row block with
    its expert and scatters the pairs in stable order (deterministic; one launch at decode, where
    launches are a visible share of a 100-300 us op). Above it: `_hist` (per-chunk one-hot
@@ -71,7 +71,9 @@ DISPATCH = {}
 
 SUB = 128                    # pairs per one-hot tile [SUB, E_PAD]: 16K int32 at 128 experts
 CHUNK_SUBS = 8               # tiles per chunk of the large-NP alignment: 1024 pairs
-SMALL_NP = 4096              # up to here one program aligns (16 tiles at 128 experts)
+SMALL_WORK = 65536           # pairs x E_PAD up to which one program aligns: 512 pairs at 128
+                             # experts (4 one-hot tiles), 8192 at 8; past it the tile loop of one
+                             # program would outlast three launches
 _SMEM_BUDGET = 200 * 1024    # of the H200's 227 KB per block, leaving room for the epilogue
 
 
@@ -275,9 +277,9 @@ def _grid(n_upper, persist, sms):
     return (min(n_upper, 2 * sms) if persist else n_upper,)
 
 
-def moe_forward(hidden, w1, w2, topk_weights, topk_ids, cfg, small_np=SMALL_NP):
+def moe_forward(hidden, w1, w2, topk_weights, topk_ids, cfg, small_work=SMALL_WORK):
     """The whole fused MoE under one explicit configuration (the tuner calls it directly;
-    tests lower `small_np` to run the multi-program alignment on small shapes)."""
+    tests lower `small_work` to run the multi-program alignment on small shapes)."""
     T, H = hidden.shape
     E, two_i, _ = w1.shape
     I = two_i // 2
@@ -296,7 +298,7 @@ def moe_forward(hidden, w1, w2, topk_weights, topk_ids, cfg, small_np=SMALL_NP):
     total = torch.empty((1,), dtype=torch.int32, device=dev)
     expert_ids = torch.empty((n_blocks,), dtype=torch.int32, device=dev)
     sorted_ids = torch.full((n_blocks * bm,), NP, dtype=torch.int32, device=dev)
-    if NP <= small_np:
+    if NP * e_pad <= small_work:
         _align_one[(1,)](ids, sorted_ids, expert_ids, total, NP, E, n_blocks,
                          BM=bm, E_PAD=e_pad, SUB=SUB, BB=128, num_warps=4)
     else:
