@@ -48,7 +48,7 @@ def winners(tune: dict) -> dict[str, dict[int, tuple[dict, str]]]:
 
 
 def current_table(src: str) -> dict:
-    block = src.split(BEGIN, 1)[1].split(END, 1)[0]
+    block = src.split(BEGIN, 1)[1].split("\n", 1)[1].split(END, 1)[0]   # past the marker line
     tree = ast.parse(block)
     for node in tree.body:
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "DISPATCH":
