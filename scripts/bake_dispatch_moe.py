@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "knowledge_base" / "kernels" / "fused_moe" / "grouped_dispatch.py"
 BEGIN, END = "# DISPATCH-BEGIN", "# DISPATCH-END"
-LAUNCH_KEYS = ("BM", "BN", "BN2", "BK", "GROUP", "num_warps", "num_stages", "COMBINE", "SPLIT_K", "PERSIST")
+LAUNCH_KEYS = ("BM", "BN", "BN2", "BK", "GROUP", "num_warps", "num_stages", "COMBINE", "SPLIT_K", "PERSIST", "USE_TMA")
 
 
 class BakeError(Exception):

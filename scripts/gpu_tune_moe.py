@@ -35,24 +35,27 @@ OP_DIR = ROOT / "bench" / "ops" / "fused_moe"
 KERNEL = ROOT / "knowledge_base" / "kernels" / "fused_moe" / "grouped_dispatch.py"
 REPS = 15
 MARGIN_S = 8.0             # one config's compile (two GEMM kernels) and timing fit in it
-BASE = {"TABLE": 0, "GROUP": 8, "SPLIT_K": 1, "PERSIST": 0}
+BASE = {"TABLE": 0, "GROUP": 8, "SPLIT_K": 1, "PERSIST": 0, "USE_TMA": 0}
 # Decode: rows per expert <= 64, weight streaming: BM 16-32, deep BK, atomic combine, split-K
 # where (experts hit) x (H / BN2) tiles are few (8-expert shapes).
 DECODE = [dict(BASE, BM=16, BN=64, BN2=64, BK=128, num_warps=4, num_stages=4, COMBINE=1),
           dict(BASE, BM=16, BN=32, BN2=128, BK=128, num_warps=4, num_stages=4, COMBINE=1),
           dict(BASE, BM=16, BN=64, BN2=64, BK=128, num_warps=4, num_stages=4, COMBINE=1, SPLIT_K=2),
           dict(BASE, BM=32, BN=64, BN2=128, BK=64, num_warps=4, num_stages=4, COMBINE=1),
-          dict(BASE, BM=64, BN=64, BN2=64, BK=64, num_warps=4, num_stages=3, COMBINE=1)]
-# Prefill: MMA-bound tiles (wgmma wants BM >= 64), both combines, persistent and not.
-PREFILL = [dict(BASE, BM=128, BN=128, BN2=128, BK=64, num_warps=8, num_stages=3, COMBINE=1),
-           dict(BASE, BM=64, BN=128, BN2=128, BK=64, num_warps=4, num_stages=3, COMBINE=1),
-           dict(BASE, BM=128, BN=128, BN2=128, BK=64, num_warps=8, num_stages=3, COMBINE=0),
-           dict(BASE, BM=128, BN=64, BN2=256, BK=64, num_warps=8, num_stages=4, COMBINE=1),
-           dict(BASE, BM=128, BN=128, BN2=128, BK=64, num_warps=8, num_stages=3, COMBINE=1, PERSIST=1),
+          dict(BASE, BM=64, BN=64, BN2=64, BK=64, num_warps=4, num_stages=3, COMBINE=1),
+          dict(BASE, BM=16, BN=64, BN2=64, BK=128, num_warps=4, num_stages=4, COMBINE=1, USE_TMA=1)]
+# Prefill: MMA-bound tiles (wgmma wants BM >= 64), both combines, TMA weight tiles or not,
+# persistent and not. Ordered by expected value: a run cut short has tried the first ones.
+PREFILL = [dict(BASE, BM=128, BN=128, BN2=128, BK=64, num_warps=8, num_stages=3, COMBINE=1, USE_TMA=1),
+           dict(BASE, BM=128, BN=128, BN2=128, BK=64, num_warps=8, num_stages=3, COMBINE=0, USE_TMA=1),
+           dict(BASE, BM=128, BN=128, BN2=128, BK=64, num_warps=8, num_stages=3, COMBINE=1),
+           dict(BASE, BM=64, BN=128, BN2=128, BK=64, num_warps=4, num_stages=4, COMBINE=1, USE_TMA=1),
+           dict(BASE, BM=128, BN=64, BN2=256, BK=64, num_warps=8, num_stages=4, COMBINE=1, USE_TMA=1),
+           dict(BASE, BM=128, BN=128, BN2=128, BK=64, num_warps=8, num_stages=3, COMBINE=1, USE_TMA=1, PERSIST=1),
            dict(BASE, BM=64, BN=128, BN2=128, BK=64, num_warps=4, num_stages=4, COMBINE=0)]
 TINY = [dict(BASE, BM=16, BN=32, BN2=32, BK=32, num_warps=4, num_stages=2, COMBINE=1),
         dict(BASE, BM=16, BN=32, BN2=32, BK=32, num_warps=4, num_stages=2, COMBINE=1, SPLIT_K=2, PERSIST=1),
-        dict(BASE, BM=32, BN=32, BN2=64, BK=32, num_warps=4, num_stages=2, COMBINE=0)]
+        dict(BASE, BM=32, BN=32, BN2=64, BK=32, num_warps=4, num_stages=2, COMBINE=0, USE_TMA=1)]
 
 
 def load(path: Path, name: str):
@@ -330,6 +333,7 @@ def print_table(result: dict) -> None:
         c = b.get("config") or {}
         name = (f"BM{c['BM']} BN{c['BN']}/{c['BN2']} BK{c['BK']} w{c['num_warps']} s{c['num_stages']} "
                 f"{'atomic' if c['COMBINE'] else 'slots'} sk{c['SPLIT_K']}{' persist' if c['PERSIST'] else ''}"
+                f"{' tma' if c.get('USE_TMA') else ''}"
                 if c else (r.get("error") or r.get("skipped") or "no passing config")[:60])
         vs = p["time_us"] / b["time_us"] if b.get("time_us") and p.get("ok") and p.get("time_us") else None
         if b.get("sol_fraction_measured"):

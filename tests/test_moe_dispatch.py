@@ -20,7 +20,7 @@ from aka.problem import REPO_ROOT
 KERNEL = REPO_ROOT / "knowledge_base" / "kernels" / "fused_moe" / "grouped_dispatch.py"
 TUNER = REPO_ROOT / "scripts" / "gpu_tune_moe.py"
 BAKER = REPO_ROOT / "scripts" / "bake_dispatch_moe.py"
-BASE = {"TABLE": 0, "GROUP": 8, "SPLIT_K": 1, "PERSIST": 0, "num_warps": 4, "num_stages": 2}
+BASE = {"TABLE": 0, "GROUP": 8, "SPLIT_K": 1, "PERSIST": 0, "USE_TMA": 0, "num_warps": 4, "num_stages": 2}
 
 PATHS_SCRIPT = r"""
 import json, sys, torch
@@ -75,7 +75,7 @@ def test_pick_config_uses_the_nearest_token_count_of_its_geometry():
 
 def test_shipped_table_entries_are_complete_launch_configs():
     k = load_kernel()
-    launch = {"BM", "BN", "BN2", "BK", "GROUP", "num_warps", "num_stages", "COMBINE", "SPLIT_K", "PERSIST"}
+    launch = {"BM", "BN", "BN2", "BK", "GROUP", "num_warps", "num_stages", "COMBINE", "SPLIT_K", "PERSIST", "USE_TMA"}
     for key, entries in k.DISPATCH.items():
         assert len(key.split(",")) == 4 and all(p.isdigit() for p in key.split(","))
         for n, cfg in entries.items():
@@ -93,6 +93,9 @@ def cases():
         {"shape": odd, "cfg": dict(BASE, BM=32, BN=32, BN2=64, BK=32, COMBINE=0), "small_work": 0, "seed": 4},
         {"shape": odd, "cfg": dict(BASE, BM=16, BN=64, BN2=32, BK=64, COMBINE=0, PERSIST=1, GROUP=1),
          "small_work": 1 << 16, "seed": 5},
+        {"shape": odd, "cfg": dict(dec, USE_TMA=1, SPLIT_K=2), "small_work": 0, "seed": 6},       # TMA weight tiles
+        {"shape": s0, "cfg": dict(BASE, BM=32, BN=64, BN2=64, BK=32, COMBINE=0, USE_TMA=1), "small_work": 1 << 16,
+         "seed": 7},
     ]
 
 

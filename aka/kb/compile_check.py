@@ -51,6 +51,13 @@ def _ptxas_info(ptx: str, arch: str) -> tuple[int | None, int | None]:
     return (int(regs.group(1)) if regs else None, int(spill.group(1)) if spill else None)
 
 
+def _ty(torch, dtype) -> str:
+    return {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
+            torch.int32: "i32", torch.int64: "i64", torch.int16: "i16", torch.uint8: "u8",
+            torch.int8: "i8", torch.bool: "i1", torch.float8_e4m3fn: "fp8e4nv",
+            torch.float8_e5m2: "fp8e5", torch.float64: "fp64"}[dtype]
+
+
 def _signature(fn, args, kwargs):
     import torch
     names = fn.arg_names
@@ -62,11 +69,10 @@ def _signature(fn, args, kwargs):
         if p.is_constexpr:
             sig[p.name], const[p.name] = "constexpr", v
         elif isinstance(v, torch.Tensor):
-            sig[p.name] = "*" + {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
-                                 torch.int32: "i32", torch.int64: "i64", torch.int16: "i16", torch.uint8: "u8",
-                                 torch.int8: "i8", torch.bool: "i1", torch.float8_e4m3fn: "fp8e4nv",
-                                 torch.float8_e5m2: "fp8e5", torch.float64: "fp64"}[v.dtype]
+            sig[p.name] = "*" + _ty(torch, v.dtype)
             attrs[(i,)] = [["tt.divisibility", 16]]  # fresh allocations are 16-byte aligned
+        elif type(v).__name__ == "TensorDescriptor":     # host TMA descriptor: Triton's own spelling
+            sig[p.name] = f"tensordesc<{_ty(torch, v.base.dtype)}[{', '.join(str(b) for b in v.block_shape)}]>"
         elif isinstance(v, bool):
             sig[p.name] = "i1"
         elif isinstance(v, int) and v == 1:

@@ -4,7 +4,7 @@ id: kernels/fused_moe/grouped_dispatch
 op: fused_moe
 category: Fusion
 dtypes: [bfloat16]
-techniques: [moe-align, token-sorting, padding-to-block, grouped-gemm, gather-rows, epilogue-fusion, kernel-fusion, grouped-ordering, persistent-kernel, split-k, atomic-combine, per-shape-dispatch, fp32-accumulation, int64-offsets]
+techniques: [tma, tensor-descriptors, moe-align, token-sorting, padding-to-block, grouped-gemm, gather-rows, epilogue-fusion, kernel-fusion, grouped-ordering, persistent-kernel, split-k, atomic-combine, per-shape-dispatch, fp32-accumulation, int64-offsets]
 params:
   TABLE: [1, 0]
   BM: [16, 32, 64, 128]
@@ -17,6 +17,7 @@ params:
   COMBINE: [0, 1]
   SPLIT_K: [1, 2, 4]
   PERSIST: [0, 1]
+  USE_TMA: [0, 1]
 summary: Grouped-GEMM fused MoE with a per-shape dispatch table (vLLM-style config per model geometry and token count). Tokens sorted by expert and padded to BM, GEMM1 over (expert, M-tile, N-tile) with SiLU-and-mul in the epilogue, GEMM2 with the routing weight fused and either an fp32 atomic top-k combine (optionally split-K, the decode path) or per-slot bf16 rows and a fixed-order sum (the prefill path); optional persistent tile loop.
 ---
 out[t] = sum_j w[t, j] * W2[e] (silu(W1g[e] x_t) * W1u[e] x_t), e = topk_ids[t, j] (-1: skip).
@@ -62,8 +63,9 @@ import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
-AKA_PARAMS = {"TABLE": 1, "BM": 64, "BN": 64, "BN2": 64, "BK": 64, "GROUP": 8, "num_warps": 4, "num_stages": 3, "COMBINE": 1, "SPLIT_K": 1, "PERSIST": 0}
+AKA_PARAMS = {"TABLE": 1, "BM": 64, "BN": 64, "BN2": 64, "BK": 64, "GROUP": 8, "num_warps": 4, "num_stages": 3, "COMBINE": 1, "SPLIT_K": 1, "PERSIST": 0, "USE_TMA": 0}
 
 # DISPATCH-BEGIN (scripts/bake_dispatch_moe.py rewrites this block)
 DISPATCH = {}
@@ -161,9 +163,10 @@ def _tile_of(t, n_live, n_tiles, GROUP: tl.constexpr):
 
 
 @triton.jit
-def _gemm1_silu(x_ptr, w1_ptr, act_ptr, sorted_ptr, eid_ptr, total_ptr, NP, TOPK, I, H,
+def _gemm1_silu(x_ptr, w1_ptr, w1_desc, act_ptr, sorted_ptr, eid_ptr, total_ptr, NP, TOPK, I, H,
                 s_xt, s_we, s_wn, s_ar,
-                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
+                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr,
+                USE_TMA: tl.constexpr):
     n_live = tl.load(total_ptr) // BM
     n_tiles = tl.cdiv(I, BN)
     for t in range(tl.program_id(0), n_live * n_tiles, tl.num_programs(0)):
@@ -180,11 +183,20 @@ def _gemm1_silu(x_ptr, w1_ptr, act_ptr, sorted_ptr, eid_ptr, total_ptr, NP, TOPK
         u_ptrs = g_ptrs + I * s_wn
         acc_g = tl.zeros((BM, BN), dtype=tl.float32)
         acc_u = tl.zeros((BM, BN), dtype=tl.float32)
+        # TMA rows of w1 viewed [E * 2I, H]: a gate tile crossing I reads up rows, an up tile
+        # crossing 2I the next expert's (zeros past the last): their columns are never stored
+        row_g = (e * 2 * I + pn * BN).to(tl.int32)
         for k0 in range(0, H, BK):
             km = (k0 + rk) < H
             a = tl.load(x_ptrs, mask=km[None, :], other=0.0)
-            acc_g = tl.dot(a, tl.load(g_ptrs, mask=km[:, None], other=0.0), acc_g)
-            acc_u = tl.dot(a, tl.load(u_ptrs, mask=km[:, None], other=0.0), acc_u)
+            if USE_TMA:
+                bg = w1_desc.load([row_g, k0]).T
+                bu = w1_desc.load([row_g + I, k0]).T
+            else:
+                bg = tl.load(g_ptrs, mask=km[:, None], other=0.0)
+                bu = tl.load(u_ptrs, mask=km[:, None], other=0.0)
+            acc_g = tl.dot(a, bg, acc_g)
+            acc_u = tl.dot(a, bu, acc_u)
             x_ptrs += BK
             g_ptrs += BK
             u_ptrs += BK
@@ -197,10 +209,10 @@ def _gemm1_silu(x_ptr, w1_ptr, act_ptr, sorted_ptr, eid_ptr, total_ptr, NP, TOPK
 
 
 @triton.jit
-def _gemm2(act_ptr, w2_ptr, out_ptr, sorted_ptr, eid_ptr, total_ptr, tw_ptr, NP, TOPK, I, H,
+def _gemm2(act_ptr, w2_ptr, w2_desc, out_ptr, sorted_ptr, eid_ptr, total_ptr, tw_ptr, NP, TOPK, I, H,
            s_ar, s_we, s_wn, s_or,
            BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr,
-           COMBINE: tl.constexpr, SPLIT_K: tl.constexpr):
+           COMBINE: tl.constexpr, SPLIT_K: tl.constexpr, USE_TMA: tl.constexpr):
     n_live = tl.load(total_ptr) // BM
     n_tiles = tl.cdiv(H, BN)
     k_len = tl.cdiv(tl.cdiv(I, BK), SPLIT_K) * BK
@@ -218,10 +230,15 @@ def _gemm2(act_ptr, w2_ptr, out_ptr, sorted_ptr, eid_ptr, total_ptr, tw_ptr, NP,
         a_ptrs = act_ptr + rows[:, None] * s_ar + rk[None, :]
         b_ptrs = w2_ptr + e * s_we + wn[None, :] * s_wn + rk[:, None]
         acc = tl.zeros((BM, BN), dtype=tl.float32)
+        row_w = (e * H + pn * BN).to(tl.int32)         # w2 viewed [E * H, I]; rows past H never stored
         for k0 in range(k_lo, tl.minimum(k_lo + k_len, I), BK):
             km = (k0 - k_lo + rk) < I
             a = tl.load(a_ptrs, mask=valid[:, None] & km[None, :], other=0.0)   # pad rows hold garbage
-            acc = tl.dot(a, tl.load(b_ptrs, mask=km[:, None], other=0.0), acc)
+            if USE_TMA:
+                b = w2_desc.load([row_w, k0]).T
+            else:
+                b = tl.load(b_ptrs, mask=km[:, None], other=0.0)
+            acc = tl.dot(a, b, acc)
             a_ptrs += BK
             b_ptrs += BK
         om = valid[:, None] & (rn[None, :] < H)
@@ -273,6 +290,15 @@ def _stages(want, tile_elems, esize):
     return max(1, min(want, _SMEM_BUDGET // (tile_elems * esize)))
 
 
+def _tma_view(w, rows, block):
+    """A host TMA descriptor over w as [rows, K], or None where TMA cannot address it (16-byte
+    aligned base and row stride, contiguous experts)."""
+    k = w.shape[-1]
+    if not (w.is_contiguous() and w.data_ptr() % 16 == 0 and (k * w.element_size()) % 16 == 0):
+        return None
+    return TensorDescriptor(w, [rows, k], [k, 1], block)
+
+
 def _grid(n_upper, persist, sms):
     return (min(n_upper, 2 * sms) if persist else n_upper,)
 
@@ -310,28 +336,30 @@ def moe_forward(hidden, w1, w2, topk_weights, topk_ids, cfg, small_work=SMALL_WO
         _scatter[(n_chunks,)](ids, seg, counts[1], sorted_ids, NP, E_PAD=e_pad, SUB=SUB, NSUB=CHUNK_SUBS,
                               num_warps=4)
 
+    w1_desc = _tma_view(w1, E * two_i, [bn, bk]) if cfg["USE_TMA"] else None
+    w2_desc = _tma_view(w2, E * H, [bn2, bk]) if cfg["USE_TMA"] else None
     act = torch.empty((n_blocks * bm, I), dtype=hidden.dtype, device=dev)
     _gemm1_silu[_grid(n_blocks * triton.cdiv(I, bn), cfg["PERSIST"], sms)](
-        hidden, w1, act, sorted_ids, expert_ids, total, NP, topk, I, H,
+        hidden, w1, w1_desc, act, sorted_ids, expert_ids, total, NP, topk, I, H,
         hidden.stride(0), w1.stride(0), w1.stride(1), act.stride(0),
-        BM=bm, BN=bn, BK=bk, GROUP=group, num_warps=warps,
+        BM=bm, BN=bn, BK=bk, GROUP=group, USE_TMA=w1_desc is not None, num_warps=warps,
         num_stages=_stages(cfg["num_stages"], (bm + 2 * bn) * bk, hidden.element_size()))
 
     g2 = _grid(n_blocks * triton.cdiv(H, bn2) * split, cfg["PERSIST"], sms)
     st2 = _stages(cfg["num_stages"], (bm + bn2) * bk, hidden.element_size())
     if combine == 1:
         out32 = torch.zeros((T, H), dtype=torch.float32, device=dev)
-        _gemm2[g2](act, w2, out32, sorted_ids, expert_ids, total, tw, NP, topk, I, H,
+        _gemm2[g2](act, w2, w2_desc, out32, sorted_ids, expert_ids, total, tw, NP, topk, I, H,
                    act.stride(0), w2.stride(0), w2.stride(1), out32.stride(0),
-                   BM=bm, BN=bn2, BK=bk, GROUP=group, COMBINE=1, SPLIT_K=split,
+                   BM=bm, BN=bn2, BK=bk, GROUP=group, COMBINE=1, SPLIT_K=split, USE_TMA=w2_desc is not None,
                    num_warps=warps, num_stages=st2)
         out = torch.empty((T, H), dtype=hidden.dtype, device=dev)
         _cast[(triton.cdiv(T * H, 2048),)](out32, out, T * H, BLOCK=2048, num_warps=4)
         return out
     slot_out = torch.empty((NP, H), dtype=hidden.dtype, device=dev)
-    _gemm2[g2](act, w2, slot_out, sorted_ids, expert_ids, total, tw, NP, topk, I, H,
+    _gemm2[g2](act, w2, w2_desc, slot_out, sorted_ids, expert_ids, total, tw, NP, topk, I, H,
                act.stride(0), w2.stride(0), w2.stride(1), slot_out.stride(0),
-               BM=bm, BN=bn2, BK=bk, GROUP=group, COMBINE=0, SPLIT_K=1,
+               BM=bm, BN=bn2, BK=bk, GROUP=group, COMBINE=0, SPLIT_K=1, USE_TMA=w2_desc is not None,
                num_warps=warps, num_stages=st2)
     out = torch.empty((T, H), dtype=hidden.dtype, device=dev)
     bh = min(1024, triton.next_power_of_2(H))
