@@ -18,7 +18,7 @@ params:
   SPLIT_K: [1, 2, 4]
   PERSIST: [0, 1]
   USE_TMA: [0, 1]
-summary: Grouped-GEMM fused MoE with a per-shape dispatch table (vLLM-style config per model geometry and token count). Tokens sorted by expert and padded to BM, GEMM1 over (expert, M-tile, N-tile) with SiLU-and-mul in the epilogue, GEMM2 with the routing weight fused and either an fp32 atomic top-k combine (optionally split-K, the decode path) or per-slot bf16 rows and a fixed-order sum (the prefill path); optional persistent tile loop.
+summary: Grouped-GEMM fused MoE with a per-shape dispatch table (vLLM-style config per model geometry and token count). Tokens sorted by expert and padded to BM, GEMM1 over (expert, M-tile, N-tile) with SiLU-and-mul in the epilogue, GEMM2 with the routing weight fused and either an fp32 atomic top-k combine (optionally split-K, for decode) or per-slot bf16 rows and a fixed-order sum; optional TMA weight tiles and persistent tile loop.
 ---
 out[t] = sum_j w[t, j] * W2[e] (silu(W1g[e] x_t) * W1u[e] x_t), e = topk_ids[t, j] (-1: skip).
 
@@ -29,11 +29,12 @@ The table is written by `scripts/bake_dispatch_moe.py` from `scripts/gpu_tune_mo
 measurements and holds nothing that was not measured. A geometry missing from it, or TABLE=0,
 runs `AKA_PARAMS` (the offline proposer's search space; CPU checks run it on the small shapes).
 
-Pipeline (five or six launches and a few fills, no host sync, no torch compute):
+Pipeline (four launches with the one-program alignment, six without, plus fills; no host sync,
+no torch compute):
 1. Alignment. Up to SMALL_WORK (token, slot) pairs x experts: one program histograms the ids with
    [SUB, E_PAD] one-hot tiles, pads each expert's segment to BM, labels every BM-row block with
    its expert and scatters the pairs in stable order (deterministic; one launch at decode, where
-   launches are a visible share of a 100-300 us op). Above it: `_hist` (per-chunk one-hot
+   the whole op is 100-300 us and each launch a few us). Above it: `_hist` (per-chunk one-hot
    histogram, one vector atomic per chunk), `_offsets` (one program), `_scatter` (a chunk
    reserves its rows per expert with one atomic, then ranks inside the chunk): the order inside a
    segment varies run to run, which changes no row's result.
@@ -49,13 +50,18 @@ Pipeline (five or six launches and a few fills, no host sync, no torch compute):
    this fills the GPU at decode, where (experts hit) x (H / BN2) tiles are few.
    COMBINE=0: bf16 y per (token, slot) row, then `_slot_sum` adds the k rows in slot order with
    the weights in fp32 (bit-reproducible; costs a write and a read of T*k*H*2 bytes: 0.5 GB at
-   16k tokens x top-8 x 2048, so it is the path only where atomics contend more).
+   16k tokens x top-8 x 2048; but remote experts' rows are never touched, where the atomic
+   path zeroes and casts all T x H under expert parallelism).
+USE_TMA=1 loads the weight tiles through host tensor descriptors over w1 viewed [E*2I, H] and
+w2 [E*H, I] (TMA bulk copies on Hopper, no masks: a tile crossing an expert's last row reads the
+next expert's rows, zeros past the last, and those columns are never stored); the gathered x
+rows stay pointer loads, since Hopper's TMA cannot gather rows.
 Tile order. Live tiles are numbered (block group, N tile, block in group): GROUP consecutive
 row blocks of one expert run together and share its weight tiles in L2. Every GEMM program
 loops over tiles `pid, pid + grid, ...` up to the live count read from the alignment, so
 PERSIST=1 launches 2 programs per SM that walk the tile list (no tail of early-exit programs
 and no relaunch cost), and PERSIST=0 launches the upper bound of tiles, each doing at most one.
-int64 offsets for expert weights (E * 2I * H reaches 4.4e8) and activations.
+int64 offsets for expert weights (E * 2I * H is 4.7e8 at DeepSeek-V3 EP16) and activations.
 """
 import math
 
@@ -74,8 +80,9 @@ DISPATCH = {}
 SUB = 128                    # pairs per one-hot tile [SUB, E_PAD]: 16K int32 at 128 experts
 CHUNK_SUBS = 8               # tiles per chunk of the large-NP alignment: 1024 pairs
 SMALL_WORK = 65536           # pairs x E_PAD up to which one program aligns: 512 pairs at 128
-                             # experts (4 one-hot tiles), 8192 at 8; past it the tile loop of one
-                             # program would outlast three launches
+                             # experts (4 one-hot tiles), 8192 at 8. An estimate, not a
+                             # measurement: past it one program's tile loop should outlast the
+                             # ~3 us that each of the two extra launches costs
 _SMEM_BUDGET = 200 * 1024    # of the H200's 227 KB per block, leaving room for the epilogue
 
 
