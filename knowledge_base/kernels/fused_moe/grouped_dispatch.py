@@ -32,35 +32,29 @@ runs `AKA_PARAMS` (the offline proposer's search space; CPU checks run it on the
 Pipeline (four launches with the one-program alignment, six without, plus fills; no host sync,
 no torch compute):
 1. Alignment. Up to SMALL_WORK (token, slot) pairs x experts: one program histograms the ids with
-   [SUB, E_PAD] one-hot tiles, pads each expert's segment to BM, labels every BM-row block with
-   its expert and scatters the pairs in stable order (deterministic; one launch at decode, where
-   the whole op is 100-300 us and each launch a few us). Above it: `_hist` (per-chunk one-hot
-   histogram, one vector atomic per chunk), `_offsets` (one program), `_scatter` (a chunk
-   reserves its rows per expert with one atomic, then ranks inside the chunk): the order inside a
-   segment varies run to run, which changes no row's result.
-2. GEMM1 + SiLU-and-mul: a tile is (BM rows of one expert, BN columns of I); it gathers x rows by
-   token and accumulates gate (rows n) and up (rows I + n) of w1 in two fp32 accumulators that
-   share the A tile, rounds both to bf16 (the reference's GEMM1 output), stores bf16
-   silu(g) * u in sorted order, so GEMM2 reads contiguous rows.
-3. GEMM2 (tile BM x BN2 of H) with the routing weight fused.
-   COMBINE=1: y rounded to bf16 (the reference's GEMM2 rounding), times the weight in fp32,
-   atomically added into an fp32 [T, H] accumulator, then one cast; a token appears once per
-   expert, so a tile never adds twice to one address. SPLIT_K > 1 splits I across programs and
-   adds fp32 partials (no bf16 rounding of y: 2^-9 relative, inside the 1e-2 norm tolerance);
-   this fills the GPU at decode, where (experts hit) x (H / BN2) tiles are few.
-   COMBINE=0: bf16 y per (token, slot) row, then `_slot_sum` adds the k rows in slot order with
-   the weights in fp32 (bit-reproducible; costs a write and a read of T*k*H*2 bytes: 0.5 GB at
-   16k tokens x top-8 x 2048; but remote experts' rows are never touched, where the atomic
-   path zeroes and casts all T x H under expert parallelism).
-USE_TMA=1 loads the weight tiles through host tensor descriptors over w1 viewed [E*2I, H] and
-w2 [E*H, I] (TMA bulk copies on Hopper, no masks: a tile crossing an expert's last row reads the
-next expert's rows, zeros past the last, and those columns are never stored); the gathered x
-rows stay pointer loads, since Hopper's TMA cannot gather rows.
-Tile order. Live tiles are numbered (block group, N tile, block in group): GROUP consecutive
-row blocks of one expert run together and share its weight tiles in L2. Every GEMM program
-loops over tiles `pid, pid + grid, ...` up to the live count read from the alignment, so
-PERSIST=1 launches 2 programs per SM that walk the tile list (no tail of early-exit programs
-and no relaunch cost), and PERSIST=0 launches the upper bound of tiles, each doing at most one.
+   [SUB, E_PAD] one-hot tiles, pads each expert's segment to the row-block size, labels every
+   block with its expert and scatters the pairs in stable order (deterministic; one launch at
+   decode, where the whole op is 100-300 us and each launch a few us). Above it: `_hist`
+   (per-chunk histogram, one vector atomic per chunk), `_offsets` (one program), `_scatter` (a
+   chunk reserves its rows per expert with one atomic, then ranks inside the chunk): the order
+   inside a segment varies run to run, which changes no row's result.
+2. GEMM1 + SiLU-and-mul: one expert's rows x a slice of I per tile; x rows gathered by token,
+   gate (rows n) and up (rows I + n) of w1 in two fp32 accumulators sharing the A tile, both
+   rounded to bf16 (the reference's GEMM1 output), bf16 silu(g) * u stored in sorted order, so
+   GEMM2 reads contiguous rows.
+3. GEMM2 with the routing weight fused. COMBINE=1: y rounded to bf16 (the reference's rounding),
+   times the weight in fp32, atomically added into an fp32 [T, H] accumulator, then one cast (a
+   token appears once per expert, so a tile never adds twice to one address). SPLIT_K > 1 adds
+   fp32 partials over slices of I (no bf16 rounding of y: 2^-9 relative, inside the 1e-2 norm
+   tolerance): it fills the GPU at 8-expert decode. COMBINE=0: bf16 y per (token, slot) row and
+   a fixed-order sum (bit-reproducible; remote experts' rows never touched).
+USE_TMA=1: weight tiles through host tensor descriptors (w1 as [E*2I, H], w2 as [E*H, I]); a tile
+crossing an expert's last row reads the next one's rows, never stored, so no masks. x rows stay
+pointer loads: Hopper's TMA cannot gather rows.
+Tiles are numbered (block group, N tile, block in group): GROUP consecutive row blocks of one
+expert share its weight tiles in L2. GEMM programs loop over live tiles (count read from the
+alignment): PERSIST=1 launches 2 programs per SM, PERSIST=0 the upper bound, one tile each.
+
 int64 offsets for expert weights (E * 2I * H is 4.7e8 at DeepSeek-V3 EP16) and activations.
 """
 import math
