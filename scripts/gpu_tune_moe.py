@@ -100,16 +100,16 @@ class Timer:
         self.torch, self.device = torch, device
         self.flush_buf = torch.empty(2 * l2_bytes, dtype=torch.uint8, device=device) if device == "cuda" else None
 
-    def _sample(self, call) -> float:
+    def _sample(self, call) -> tuple[float, object]:
         torch = self.torch
         torch.sum(self.flush_buf, dtype=torch.int32)
         torch.cuda._sleep(self.HEAD_START_CYCLES)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        call()
+        out = call()
         end.record()
         end.synchronize()
-        return start.elapsed_time(end) * 1e3
+        return start.elapsed_time(end) * 1e3, out
 
     def __call__(self, fn) -> tuple[dict, object]:
         torch = self.torch
@@ -117,9 +117,11 @@ class Timer:
             t0 = time.perf_counter()
             out = fn()
             return {"time_us": (time.perf_counter() - t0) * 1e6, "timer": "cpu wall"}, out
-        out = fn()                                  # compile and warm up outside any timing
-        events = [self._sample(fn) for _ in range(REPS)]
-        res = out.clone()
+        fn()                                        # compile and warm up outside any timing
+        events = []
+        for _ in range(REPS):
+            us, res = self._sample(fn)              # res: the last timed call's output, checked
+            events.append(us)
         times = {"time_us": statistics.median(events), "events_us": statistics.median(events),
                  "events_spread": (max(events) - min(events)) / statistics.median(events), "timer": "events"}
         try:
@@ -131,7 +133,7 @@ class Timer:
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
                 gout = fn()
-            times["graph_us"] = statistics.median([self._sample(graph.replay) for _ in range(REPS)])
+            times["graph_us"] = statistics.median([self._sample(graph.replay)[0] for _ in range(REPS)])
             del graph, gout
         except Exception as exc:  # noqa: BLE001 - a call a graph cannot hold keeps its event time
             torch.cuda.synchronize()
@@ -263,7 +265,8 @@ def main(argv=None) -> int:
             result["errors"].append(f"datasheet: {exc}")
     result["ceilings"] = {"datasheet": sheet, "measured": measured}
     save()
-    l2 = torch.cuda.get_device_properties().L2_cache_size if args.device == "cuda" else 1 << 20
+    l2 = (int(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 60 << 20))
+          if args.device == "cuda" else 1 << 20)
     timer = Timer(torch, args.device, l2)
     peer = grouped_mm_peer(torch)
     model = ref_mod.Model()

@@ -206,3 +206,24 @@ def test_bake_refuses_a_run_without_a_winner(tmp_path):
                        capture_output=True, text=True, cwd=REPO_ROOT)
     assert p.returncode == 2 and "nothing to bake" in p.stderr
     assert kernel.read_text() == KERNEL.read_text()
+
+
+def test_tuner_fractions_use_the_harness_cost_model_and_ceilings():
+    """The tuner's ceiling arithmetic on the H200 datasheet gives the sol_us `aka kb verify`
+    recorded for the Mixtral prefill shape (1458.42 us), and a measured calibration scales it."""
+    sys.path.insert(0, str(REPO_ROOT / "scripts"))
+    import gpu_tune_moe as tune
+    from aka.hardware import ceilings_for
+    from aka.roofline import cost_from_meta
+    meta = json.loads((REPO_ROOT / "bench/ops/fused_moe/meta.json").read_text())
+    shape = json.loads((REPO_ROOT / "bench/ops/fused_moe/shapes.json").read_text())["8"]["input_kwargs"]
+    cost = cost_from_meta(meta["cost"], shape, None)
+    sheet, measured = ceilings_for("NVIDIA H200", {"copy_tbps": 4.25, "bf16_tflops": 745.0})
+    as_dict = {"mem_tbps": sheet.mem_tbps, "peak_tflops": sheet.peak_tflops}
+    assert tune.sol_us(cost, as_dict) == pytest.approx(1458.42, rel=1e-4)
+    assert tune.sol_us(cost, {"mem_tbps": measured.mem_tbps, "peak_tflops": measured.peak_tflops}) == \
+        pytest.approx(1458.42 * 989.0 / 745.0, rel=2e-3)
+    assert tune.sol_us(cost, None) is None
+    assert tune.rows_per_expert(shape) == 2048 and tune.grid_for(shape, "cuda") is tune.PREFILL
+    decode = json.loads((REPO_ROOT / "bench/ops/fused_moe/shapes.json").read_text())["6"]["input_kwargs"]
+    assert tune.rows_per_expert(decode) == 8 and tune.grid_for(decode, "cuda") is tune.DECODE
