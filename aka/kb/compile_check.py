@@ -52,6 +52,13 @@ def _ptxas_info(ptx: str, arch: str) -> tuple[int | None, int | None]:
     return (int(regs.group(1)) if regs else None, int(spill.group(1)) if spill else None)
 
 
+def _ty(torch, dtype) -> str:
+    return {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
+            torch.int32: "i32", torch.int64: "i64", torch.int16: "i16", torch.uint8: "u8",
+            torch.int8: "i8", torch.bool: "i1", torch.float8_e4m3fn: "fp8e4nv",
+            torch.float8_e5m2: "fp8e5", torch.float64: "fp64"}[dtype]
+
+
 def _signature(fn, args, kwargs):
     import torch
     from triton.runtime.jit import mangle_type
@@ -65,10 +72,7 @@ def _signature(fn, args, kwargs):
         if p.is_constexpr:
             sig[p.name], const[p.name] = "constexpr", v
         elif isinstance(v, torch.Tensor):
-            sig[p.name] = "*" + {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
-                                 torch.int32: "i32", torch.int64: "i64", torch.int16: "i16", torch.uint8: "u8",
-                                 torch.int8: "i8", torch.bool: "i1", torch.float8_e4m3fn: "fp8e4nv",
-                                 torch.float8_e5m2: "fp8e5", torch.float64: "fp64"}[v.dtype]
+            sig[p.name] = "*" + _ty(torch, v.dtype)
             attrs[(i,)] = [["tt.divisibility", 16]]  # fresh allocations are 16-byte aligned
         elif isinstance(v, TensorDescriptor):
             sig[p.name] = mangle_type(v)  # tensordesc<bf16[BM, BK]>: a host-side TMA descriptor
