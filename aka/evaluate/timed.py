@@ -156,8 +156,8 @@ def time_shapes(judge, shapes) -> None:
             impls += [Impl("eager", ref), Impl("compile", torch.compile(ref))]
         peer = peer_impl(judge, shape, ref)  # never cached: timed in the same rounds as the candidate
         impls += [peer] if peer is not None else []
-        if not impls:
-            continue
+        if not impls and cached is None:
+            continue  # nothing to time or to take from the cache (a peer-only run, the peer rejected)
         arena = Arena(judge.device)
         with gpu.shared("inputs"):
             made = make_input_sets(judge.rt, shape.to_spec, seed + 50_000 + 100 * si, l2, between=gpu.breathe)
