@@ -30,8 +30,8 @@ worth trying when it may win some shapes, not only the weighted whole: once some
 every family's defaults come first (on gemm_bf16 the decode family is 4x faster at M=1 and the
 prefill family 5x faster at M=4096, results/kb/kernels/gemm_bf16/), then moves around each
 point that is the fastest on some shape, guided by the bound and size of the weakest shape it
-wins, those points taken in turn (weakest first), before the moves around the incumbent. Without timings (CPU) the per-shape moves
-have nothing to go on and the order is the one above.
+wins, those points taken in turn (weakest first), before the moves around the incumbent. On the
+CPU nothing is timed and no dispatcher can be built, so the search there is the plain one above.
 """
 from __future__ import annotations
 
@@ -282,7 +282,7 @@ class OfflineProposer:
         if not passing:
             for f in untried_fams:
                 yield f, dict(f.defaults), None, "defaults (nothing passes yet)"
-        if self.dispatch and passing:
+        if self.dispatch and passing and not ctx.device.startswith("cpu"):
             for f in untried_fams:
                 yield f, dict(f.defaults), None, "defaults (a family may win shapes of its own)"
             yield from self._shape_moves(ctx)
