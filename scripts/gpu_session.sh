@@ -40,13 +40,13 @@ part() {  # part NAME SECONDS CMD...: the command under its budget, its log in $
   echo "source ${AKA_GIT_SHA:-unknown}"; date -u +%FT%TZ; } > "$S/provenance.txt" 2>&1
 part calibrate 30 bash -c "python3 -m aka.cli hw calibrate > '$S/calibration.json'"
 part smoke "${AKA_T_SMOKE:-35}" python3 -m aka.cli eval rms_norm knowledge_base/kernels/rms_norm/rowwise.py \
-  --shapes 0 --json "$S/smoke.json"
+  --shapes 0 --no-peer --json "$S/smoke.json"
 H=1; python3 -c "import json,sys; sys.exit(json.load(open(sys.argv[1]))['status'] != 'pass')" "$S/smoke.json" 2>/dev/null \
   || { H=0; echo "smoke did not pass: harness parts skipped" | tee -a "$S/parts.txt"; }
 if (( H )); then
   s=$(date +%s)
   part cost "${AKA_T_COST:-55}" env AKA_CACHE_DIR=/tmp/cost-new python3 -m aka.cli eval rms_norm \
-    knowledge_base/kernels/rms_norm/rowwise.py --shapes 0,1,2,3,4,5,6,7,8,9 --json "$S/cost_new.json"
+    knowledge_base/kernels/rms_norm/rowwise.py --shapes 0,1,2,3,4,5,6,7,8,9 --no-peer --json "$S/cost_new.json"
   echo "cost new: $(( $(date +%s) - s )) s" | tee -a "$S/cost.txt"
   part timing "${AKA_T_TIMING:-55}" python3 -m pytest -m gpu -q -p no:cacheprovider --junitxml="$S/junit_timing.xml" \
     "tests/gpu/test_measurement_gpu.py::test_same_kernel_timed_twice_agrees" \
@@ -60,6 +60,8 @@ if (( H )); then
     part par_peers "$TP" env AKA_DEADLINE_S=$(( TP - 6 )) AKA_PEER_JOBS=${AKA_PEER_JOBS:-4} bash scripts/gpu_peers.sh &
   fi
   wait
+  # gpu_peers.sh packs $OUT/work itself; if it was killed first, keep what it left
+  [[ -d $OUT/work ]] && tar czf "$S/peers_partial.tgz" -C "$OUT" work && rm -rf "$OUT/work"
 fi
 unset AKA_GPU_RESULTS
 [[ -f scripts/gpu_tune_gemm.py ]] && part gemm "${AKA_T_GEMM:-50}" python3 scripts/gpu_tune_gemm.py "$S/gemm" --deadline $(( ${AKA_T_GEMM:-50} - 6 ))
