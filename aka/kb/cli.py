@@ -41,11 +41,15 @@ def add_parser(sub) -> None:
     e.add_argument("--heldout", default=None,
                    help="held-out queries, reported apart (default: heldout_queries.yaml in the knowledge-base "
                         "root when it exists; '-' for none)")
+    e.add_argument("--dev", default=None,
+                   help="dev queries, reported apart (default: dev_queries.yaml in the knowledge-base root when "
+                        "it exists; '-' for none)")
     e.add_argument("--out", default=None,
                    help="also write the markdown report here (the committed one: --out knowledge_base/EVAL.md); "
                         "default: print only, so a trial run never rewrites a tracked file")
     e.add_argument("-k", type=int, default=5)
-    e.add_argument("--show", action="store_true", help="print each query's top k")
+    e.add_argument("--show", action="store_true",
+                   help="print each query's top k (tuning and dev sets; the held-out set's are never shown)")
     e.set_defaults(func=cmd_eval)
 
     s = ks.add_parser("stats", help="counts of notes and kernels, ops covered, verification verdicts")
@@ -170,16 +174,19 @@ def cmd_eval(args) -> int:
     from aka.kb.index import DEFAULT_MODE, model_name
     from aka.errors import UserError
     console = _console()
-    # the default held-out file is the base's own (knowledge_base/heldout_queries.yaml for ours)
-    held = None if args.heldout == "-" else Path(args.heldout) if args.heldout else \
-        _root(args) / evalset.DEFAULT_HELDOUT.name
-    if held is not None and args.heldout and not held.exists():
-        raise UserError(f"no held-out query file at {held}")
+    # the default dev and held-out files are the base's own (knowledge_base/*_queries.yaml for ours)
+    extra = []
+    for name, given, default in (("dev", args.dev, evalset.DEFAULT_DEV),
+                                 ("held-out", args.heldout, evalset.DEFAULT_HELDOUT)):
+        path = None if given == "-" else Path(given) if given else _root(args) / default.name
+        if path is not None and given and not path.exists():
+            raise UserError(f"no {name} query file at {path}")
+        if path is not None and path.exists():
+            extra.append((name, path))
     try:  # a bad query file or label: one line, exit 2 (queries are read before the slow build)
         sets = [evalset.QuerySet("tuning", _shown(args.queries or evalset.DEFAULT_QUERIES),
                                  evalset.load_queries(args.queries))]
-        if held is not None and held.exists():
-            sets.append(evalset.QuerySet("held-out", _shown(held), evalset.load_queries(held)))
+        sets += [evalset.QuerySet(name, _shown(path), evalset.load_queries(path)) for name, path in extra]
         ix = _index(args)
         console.print(ix.build().line())
         for qs in sets:
@@ -194,7 +201,7 @@ def cmd_eval(args) -> int:
             t.add_row(r.mode + (" (default)" if r.mode == DEFAULT_MODE else ""), f"{r.recall:.3f}", f"{r.mrr:.3f}",
                       f"{r.top1:.3f}")
         console.print(t)
-        if args.show:
+        if args.show and qs.name != "held-out":  # held-out misses would steer tuning
             for r in qs.results:
                 console.rule(f"{qs.name}: {r.mode}")
                 for p in r.per_query:
