@@ -10,22 +10,21 @@ params:
   max_warps: [4, 8, 16]
 summary: min(T, PROGS_PER_SM x SMs) programs stride over the rows; each trip holds one whole row (next_pow2(H) lanes) in fp32 registers - abs-max, floored scale, divide, clamp, fp8 store, one scale store. One DRAM read of x.
 ---
-What it does. Dynamic per-token fp8 quantisation with a machine-sized grid: program p handles
+What it does: Dynamic per-token fp8 quantisation with a machine-sized grid: program p handles
 rows p, p + P, ... (P = min(T, PROGS_PER_SM * SMs)). Each trip loads the row once, takes
 amax |x| in fp32, scale = max(amax / 448, min_scale), stores fp8(clamp(x / scale, +-448)) and the
 scale. The division (not a reciprocal multiply) matches the reference bit for bit away from
 rounding midpoints.
 
-When to use it vs the op's other kernels. `row_in_registers` launches one program per row (or
+When to use it: `row_in_registers` launches one program per row (or
 per ROWS narrow rows); at the 8192-32768-token prefill shapes that is tens of thousands of
 programs, each with its prologue. This kernel fixes the grid at a few programs per SM, which
 can help there and is the same as one row per program at decode (P = T). Rows wider than ~16k
-columns (18944 in the benchmark) put 32k fp32 lanes in registers: num_warps >= BLOCK / 2048
-keeps that at 16 per thread per tensor, but `two_pass_chunked` (bounded registers) may win on
-those rows. CPU timing under the interpreter is meaningless; the H200 verify decides.
+columns (18944 in the benchmark) put 32768 fp32 lanes in registers - 64 per thread at the
+16-warp cap - and `two_pass_chunked` (bounded registers) may win on those rows. CPU timing under the interpreter is meaningless; the H200 verify decides.
 On the CPU interpreter the machine has 2 "SMs", so small shapes take several trips per program.
 
-Parameters. PROGS_PER_SM: programs per SM; max_warps caps num_warps = BLOCK / 512.
+Parameters: PROGS_PER_SM: programs per SM; max_warps caps num_warps = BLOCK / 512.
 """
 import torch
 import torch.nn as nn

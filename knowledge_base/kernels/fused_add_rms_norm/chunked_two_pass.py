@@ -10,14 +10,14 @@ params:
   max_warps: [4, 8]
 summary: One program per row walking it in CHUNK pieces twice - pass 1 adds x + residual, stores the rounded sum as the new residual and accumulates per-lane sums of squares; pass 2 re-reads that stored residual (its own writes, still in L1/L2) and writes y. Registers bounded by CHUNK, not by H.
 ---
-What it does. The residual add and RMSNorm of one row, with live state of one CHUNK whatever the
+What it does: The residual add and RMSNorm of one row, with live state of one CHUNK whatever the
 width. Pass 1: r = bf16(x + residual) is stored to r_out chunk by chunk while fp32 per-lane
 partial sums of r^2 accumulate (the statistics of the rounded value, as the reference takes
 them). Pass 2 reads r_out back (one stream instead of re-reading both x and residual) and stores
 y = r * rstd * w. A debug_barrier between the passes orders the program's own pass-1 stores
 before its pass-2 loads across all its threads.
 
-When to use it vs the op's other kernels. `row_tile` and `persistent` hold the whole row in
+When to use it: `row_tile` and `persistent` hold the whole row in
 registers: one read of each input, but BLOCK_H = next_pow2(H) fp32 per row (16384 columns need
 >= 8 warps to avoid spills). This kernel trades an extra H-element read (from L2: the row was
 written microseconds before) for bounded registers, so it is the candidate for very wide rows
@@ -25,7 +25,7 @@ written microseconds before) for bounded registers, so it is the candidate for v
 On the benchmark widths (2048-8192) expect it to lose to `row_tile` by roughly the extra read;
 CPU interpreter timing says nothing about that - pick by `aka kb verify --device cuda`.
 
-Parameters. CHUNK: columns per trip (a power of two, capped at next_pow2(H) so narrow rows have
+Parameters: CHUNK: columns per trip (a power of two, capped at next_pow2(H) so narrow rows have
 no all-masked lanes). max_warps caps num_warps = CHUNK / 256 (>= 8 fp32 per thread per tensor).
 """
 import torch
