@@ -10,18 +10,18 @@ params:
   max_warps: [4, 8]
 summary: One program per row walking it in CHUNK pieces twice; pass 1 accumulates per-lane sums of squares of x (norm-then-gate) or of x * silu(z) (gate-then-norm), pass 2 re-reads x and z from L2, recomputes the gate and stores y. Registers bounded by CHUNK.
 ---
-What it does. Gated RMSNorm of one row per program with a live state of one CHUNK. The gate
+What it does: Gated RMSNorm of one row per program with a live state of one CHUNK. The gate
 silu(z) is recomputed in pass 2 rather than kept, so nothing of size H lives in registers; the
 norm_before_gate switch is a constexpr, so each variant compiles only its own arithmetic.
 
-When to use it vs the op's other kernels. `row_tile` and `persistent` hold [ROWS, BLOCK_H] tiles
+When to use it: `row_tile` and `persistent` hold [ROWS, BLOCK_H] tiles
 and win on the 128-wide per-head rows (Qwen3-Next) that dominate this op: there, one row per
 program would launch up to 10^6 tiny programs, so expect this kernel to lose badly on those
 shapes. It is the candidate for the wide Mamba2 rows (1024-5120 and wider intermediate sizes
 with n_groups = 1), where a whole-row tile costs registers and the second read of x and z is an
 L2 hit. CPU interpreter timing is meaningless; pick by `aka kb verify --device cuda`.
 
-Parameters. CHUNK: columns per trip, capped at next_pow2(H); max_warps caps CHUNK / 256 warps.
+Parameters: CHUNK: columns per trip, capped at next_pow2(H); max_warps caps CHUNK / 256 warps.
 """
 import torch
 import torch.nn as nn

@@ -10,7 +10,7 @@ params:
   max_warps: [2, 4, 8]
 summary: Each pair of bf16 values is read as one 32-bit word; a [ROWS, D/2] word tile is unpacked to two fp32 halves with a shift and a mask (bf16 -> fp32 is exact), the sum of squares taken over both, and the scaled halves rounded to bf16 and repacked into words for the store.
 ---
-What it does. L2 normalisation of [T*heads, D] rows with the data moved as int32 words: element
+What it does: L2 normalisation of [T*heads, D] rows with the data moved as int32 words: element
 2i is the low half of word i and element 2i+1 the high half (little-endian), so
 lo = float(word << 16) and hi = float(word & 0xFFFF0000) are the two values exactly. The sum of
 squares covers both halves; y = x * rsqrt(sum + eps) is rounded to bf16 per half and the two
@@ -18,14 +18,14 @@ squares covers both halves; y = x * rsqrt(sum + eps) is rounded to bf16 per half
 split never has to be undone. ROWS = TILE // (D/2) rows per program, halved while the launch
 would give fewer than 4 programs per SM (decode).
 
-When to use it vs the op's other kernels. `row_tile` and `persistent` load bf16 [ROWS, BLOCK_D]
+When to use it: `row_tile` and `persistent` load bf16 [ROWS, BLOCK_D]
 tiles and let the compiler vectorise; this kernel makes every lane own whole 32-bit words, so a
 head of 128 is 64 lanes and a 96- or 200-wide head needs half the masked lanes of
 next_pow2(D) bf16 lanes. It costs integer shifts per element; whether the narrower tile helps at
 D = 128 (already a power of two) is for the H200 to say, and it may well tie with `row_tile`.
 CPU timing under the interpreter is meaningless. Needs an even head_dim (every model's is).
 
-Parameters. TILE: 32-bit words per program; max_warps caps num_warps = TILE / 256.
+Parameters: TILE: 32-bit words per program; max_warps caps num_warps = TILE / 256.
 """
 import torch
 import torch.nn as nn
