@@ -10,21 +10,21 @@ params:
   max_warps: [4, 8, 16]
 summary: min(T, PROGS_PER_SM x SMs) programs stride over the rows; the weight is converted to fp32 once per program and stays in registers; one row whole in registers per trip.
 ---
-What it does. RMSNorm with a machine-sized grid: program p normalises rows p, p + P, p + 2P, ...
+What it does: RMSNorm with a machine-sized grid: program p normalises rows p, p + P, p + 2P, ...
 (P = min(T, PROGS_PER_SM * num_SMs)). The weight row is loaded and converted once per program
 instead of once per row, and the launch has a fixed number of programs however many tokens
 there are, so the per-program prologue (index math, weight load) is paid P times, not T times.
 
-When to use it vs the op's other kernels. The prefill shapes (2048-32768 tokens) are where it
+When to use it: The prefill shapes (2048-32768 tokens) are where it
 can win over `rowwise` (one program per row): thousands of programs each re-read the weight
 from L2 and pay a launch-slot each. At decode (1-256 tokens) P = T and it is `rowwise` with one
 row per program. It keeps the whole row in registers like `rowwise`, so for rows beyond ~16k
 columns `chunked_loop` (bounded registers) is the candidate. Which of the three wins on the H200
 is for `aka kb verify --device cuda` to say; CPU timing under the interpreter means nothing.
 
-Parameters. PROGS_PER_SM: programs per SM (2-8; more programs hide latency, fewer reuse the
+Parameters: PROGS_PER_SM: programs per SM (2-8; more programs hide latency, fewer reuse the
 weight more). max_warps caps num_warps = BLOCK / 512, and num_warps >= BLOCK / 2048 keeps the
-resident weight plus one row within ~64 fp32 registers per thread.
+resident weight and the row at <= 64 fp32 registers per thread each.
 On the CPU interpreter the machine has 2 "SMs", so the small shapes take several trips per program
 and the grid-stride loop is exercised.
 """

@@ -11,7 +11,7 @@ params:
   ROW_CHUNK: [16, 32, 64]
 summary: Two buffer-free launches - dx from [ROWS, H] row tiles with the saved rstd, then dweight by a column-parallel walk over all rows in [ROW_CHUNK, COLS] slabs (fixed order, deterministic). Reads dy and x twice; the simple baseline against persistent_rows.
 ---
-What it does. RMSNorm backward as two independent launches that share no scratch buffer.
+What it does: RMSNorm backward as two independent launches that share no scratch buffer.
 Launch 1 (dx): one program per ROWS rows holds each [ROWS, H_PAD] tile of dy and x in fp32,
 forms g = dy * w, xhat = x * rstd, c = mean(g * xhat) and dx = rstd * (g - xhat * c), rounded
 once. Launch 2 (dweight): one program per COLS columns walks all T rows in ROW_CHUNK-row slabs,
@@ -19,7 +19,7 @@ loading [ROW_CHUNK, COLS] of dy and x plus ROW_CHUNK rstd values, and accumulate
 sum_t dy * x * rstd in an fp32 [ROW_CHUNK, COLS] register tile, reduced along rows at the end and
 rounded once. The order of the sum is fixed, so dweight is bit-reproducible run to run.
 
-When to use it vs the op's other kernels. `persistent_rows` reads dy and x once: each persistent
+When to use it: `persistent_rows` reads dy and x once: each persistent
 program accumulates its rows' dweight contribution while computing dx and writes one fp32
 partial row, summed by a small second launch. This kernel reads dy and x twice (10 bytes per
 element moved instead of 6), so expect it to lose at every benchmark shape on bandwidth alone;
@@ -29,7 +29,7 @@ reduced (overlap with the next layer's backward). Launch 2 has only H / COLS pro
 H = 4096), too few to fill 132 SMs at COLS = 64 - the second reason to expect a loss. CPU timing
 under the interpreter is meaningless; `aka kb verify --device cuda` gives the H200 figures.
 
-Parameters. ROWS: rows per dx program (1 for wide H); COLS: dweight columns per program;
+Parameters: ROWS: rows per dx program (1 for wide H); COLS: dweight columns per program;
 ROW_CHUNK: rows per slab of the dweight walk.
 """
 import torch
