@@ -161,9 +161,8 @@ class Judge:
             raise
         self.timer["first_call_s"] = time.perf_counter() - t0  # includes Triton JIT compile
 
-    def draw(self, shape, ref, seed: int, outliers: bool, stage: str):
-        """One fresh draw: inputs made here, the candidate's output judged against the reference on
-        the judge's private pristine copy. Returns (candidate output, reference output, pristine)."""
+    def fresh_inputs(self, shape, seed: int, outliers: bool) -> tuple[dict, dict]:
+        """One draw's inputs (outliers injected where asked) and the judge's private pristine copy."""
         torch.manual_seed(seed)
         inputs = self.rt.make_inputs(shape.to_spec)
         if outliers:
@@ -171,6 +170,12 @@ class Judge:
             exempt = set((self.meta.get("outliers") or {}).get("exempt_inputs", []))
             inject_outliers(inputs, exempt, self.cfg.outlier_frac, self.cfg.outlier_scale, gen)
         pristine = {k: (v.detach().clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+        return inputs, pristine
+
+    def draw(self, shape, ref, seed: int, outliers: bool, stage: str):
+        """One fresh draw: inputs made here, the candidate's output judged against the reference on
+        the judge's private pristine copy. Returns (candidate output, reference output, pristine)."""
+        inputs, pristine = self.fresh_inputs(shape, seed, outliers)
         self.gpu.breathe()
         out_c, seen = self.run_candidate(inputs, shape.id, stage)
         mutated = set(self.meta.get("mutates", []))

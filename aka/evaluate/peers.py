@@ -15,7 +15,7 @@ import torch
 
 from aka.evaluate import compare as cmp
 from aka.evaluate.loader import call
-from aka.evaluate.tensors import inject_outliers, same_bits
+from aka.evaluate.tensors import same_bits
 
 PEER_SEED = 70_000   # the peer's draws are its own, not the candidate's
 
@@ -78,13 +78,7 @@ def check_shape(judge, cls, shape, si: int):
     worst = None
     for d, with_outliers in plan:
         seed = int(judge.cfg.seed) + PEER_SEED + 1000 * si + d
-        torch.manual_seed(seed)
-        inputs = judge.rt.make_inputs(shape.to_spec)
-        if with_outliers:
-            gen = torch.Generator().manual_seed(seed + 7)
-            exempt = set((judge.meta.get("outliers") or {}).get("exempt_inputs", []))
-            inject_outliers(inputs, exempt, judge.cfg.outlier_frac, judge.cfg.outlier_scale, gen)
-        pristine = {k: (v.detach().clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+        inputs, pristine = judge.fresh_inputs(shape, seed, with_outliers)
         with torch.no_grad():
             got = call(peer, inputs)
             want = call(ref, {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in pristine.items()})
