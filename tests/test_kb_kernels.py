@@ -121,3 +121,63 @@ def test_every_declared_param_value_is_correct(path, param_verdicts):
     assert done[0]["error"] is None, done[0]["error"]
     bad = [f"{r['param']}={r['value']}: {r['reason']}" for r in rows if "param" in r and not r["ok"]]
     assert not bad and done[0]["failed"] == 0, "; ".join(bad) or err
+
+
+TAIL_FAMILY = '''"""
+---
+id: kernels/vec_add/tail
+op: vec_add
+params:
+  TAIL: [true, false]
+  BLOCK: [128, 512]
+---
+"""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+AKA_PARAMS = {"TAIL": True, "BLOCK": 256}
+
+
+@triton.jit
+def add_kernel(a_ptr, b_ptr, c_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(c_ptr + offs, tl.load(a_ptr + offs, mask=mask) + tl.load(b_ptr + offs, mask=mask), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        c = torch.empty_like(a)
+        n = a.numel() if AKA_PARAMS["TAIL"] else a.numel() // AKA_PARAMS["BLOCK"] * AKA_PARAMS["BLOCK"]
+        add_kernel[(triton.cdiv(n, AKA_PARAMS["BLOCK"]),)](a, b, c, n, BLOCK=AKA_PARAMS["BLOCK"])
+        return c
+'''
+
+
+def test_one_param_check_process_reports_each_kernel_on_its_own(tmp_path):
+    """Several kernels in one param_check process: a declared value that drops the tail fails
+    with its reason, a kernel whose op cannot be found gets its error line, and the kernels after
+    both are still checked (the vec_add fixture's small shape has n = 999, not a multiple of 128)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    paths = [tmp_path / "vec_add" / "tail.py", tmp_path / "no_such_op" / "tail.py", tmp_path / "vec_add" / "ok.py"]
+    for p in paths:
+        p.parent.mkdir(exist_ok=True)
+        p.write_text(TAIL_FAMILY if p.stem == "tail" else TAIL_FAMILY.replace("TAIL: [true, false]", "TAIL: [true]"))
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(REPO_ROOT))
+    proc = subprocess.run([sys.executable, "-m", "aka.kb.param_check", *map(str, paths)], capture_output=True,
+                          text=True, env=env, timeout=900, cwd=REPO_ROOT / "tests" / "fixtures" / "problems")
+    rows = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    done = {r["kernel"]: r for r in rows if "variants" in r}
+    assert list(done) == [str(p) for p in paths]
+    tail, lost, ok = (done[str(p)] for p in paths)
+    assert (tail["variants"], tail["failed"], tail["error"]) == (3, 1, None)
+    (wrong,) = [r for r in rows if r["kernel"] == str(paths[0]) and "param" in r and not r["ok"]]
+    assert (wrong["param"], wrong["value"]) == ("TAIL", False) and "shape s0" in wrong["reason"]
+    assert "problem not found: no_such_op" in lost["error"] and lost["variants"] == 0
+    assert (ok["variants"], ok["failed"], ok["error"]) == (2, 0, None)
