@@ -1,44 +1,47 @@
-"""How the suite splits over `pytest -n 2 --dist loadgroup` (scripts/test.sh, CI's 2 cores).
+"""The order the suite's work is handed out in under `pytest -n 2 --dist loadscope`
+(scripts/test.sh, CI's 2 cores).
 
-A test module is one xdist group, so it runs whole on one worker and its module- and session-
-scoped work is done once: batches of evaluations prefetched in threads (test_adversarial,
+loadscope gives each test module (and each test class) whole to one worker, so module- and
+class-scoped work is done once: batches of evaluations prefetched in threads (test_adversarial,
 test_judge), the extracted Llama operators (test_convert_model), a built Chroma index (test_kb).
-A module may split itself by marking its tests with their own `xdist_group` (test_kb_kernels
-deals its 69 kernels into chunks). The two modules that start a Ray head share one group, so the
-session's one local cluster (tests/fakes/ray_cluster.py) is started once.
+test_kb_kernels deals its 69 kernels into four classes, so the heaviest file spreads over both
+workers. (xdist's `loadgroup` would group by mark instead, but pytest-xdist 3.8 names the group by
+rewriting `item._nodeid`, which pytest 9 no longer reads: its groups are silently ignored.)
 
-Under xdist, the groups are handed out heaviest first (`--no-loadscope-reorder` keeps this order;
-xdist's own reorder goes by test count, which put 3-test modules of several minutes last and left
-one worker idle at the end). Without xdist nothing is reordered.
+On the workers, scopes are sorted heaviest first and `--no-loadscope-reorder` keeps that order:
+xdist's own reorder goes by test count, which put modules of a few tests and several minutes
+last and left one worker idle at the end. The two modules that start a local Ray head may land on
+different workers; each then starts its own (a head picks free ports; seen side by side here).
 """
 from __future__ import annotations
 
-import pytest
+import os
 
-SHARED_GROUPS = {"test_executors": "ray", "test_convert_batch": "ray"}
+# Heaviest first, by the CPU seconds of each scope on the 2-core machine (an evaluation on the CPU
+# costs ~9 s of CPU, most of it two fresh interpreters importing torch and triton).
+HEAVY = ("test_kb_kernels.py::TestChunk0", "test_kb_kernels.py::TestChunk1", "test_kb_kernels.py::TestChunk2",
+         "test_kb_kernels.py::TestChunk3", "test_adversarial.py", "test_convert_batch.py", "test_convert_model.py",
+         "test_exp_e2e.py", "test_agent_e2e.py", "test_judge.py", "test_exp_arms.py", "test_problem.py",
+         "test_agent.py", "test_kb.py", "test_cli.py", "test_harness.py", "test_executors.py",
+         "test_offline_sweep.py", "test_bench_run.py")
 
-# Heaviest first: CPU seconds of each group, measured on the shared 2-core machine
-# (pytest --durations, tests/conftest.py's order being the only input to scheduling).
-HEAVY = ("kb_kernels_0", "kb_kernels_1", "kb_kernels_2", "kb_kernels_3", "test_adversarial", "ray",
-         "test_convert_model", "test_exp_e2e", "test_agent_e2e", "test_judge", "test_exp_arms", "test_problem",
-         "test_agent", "test_kb", "test_cli", "test_harness", "test_offline_sweep", "test_bench_run")
+
+def _scope(item) -> str:
+    """xdist's loadscope unit: the module, or module::Class for a test method."""
+    parts = item.nodeid.split("::")
+    return "::".join(parts[:2]) if item.cls is not None else parts[0]
 
 
-def _group(item) -> str:
-    mark = item.get_closest_marker("xdist_group")
-    if mark:
-        return mark.args[0] if mark.args else mark.kwargs["name"]
-    module = item.module.__name__.rsplit(".", 1)[-1]
-    return SHARED_GROUPS.get(module, module)
+def _rank(scope: str) -> int:
+    for i, name in enumerate(HEAVY):
+        if scope.endswith("/" + name) or scope == name:
+            return i
+    return len(HEAVY)
 
 
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(_group(item)))
-    if getattr(config.option, "dist", "no") != "loadgroup":
+    if "PYTEST_XDIST_WORKER" not in os.environ:  # a plain run keeps pytest's order
         return
-    rank = {g: i for i, g in enumerate(HEAVY)}
     order = {id(it): n for n, it in enumerate(items)}
-    # Each group's tests stay contiguous and in collection order, so module fixtures are set up once.
-    items.sort(key=lambda it: (rank.get(_group(it), len(HEAVY)), _group(it), order[id(it)]))
+    # Every scope's tests stay together and in collection order, so its fixtures are set up once.
+    items.sort(key=lambda it: (_rank(_scope(it)), _scope(it), order[id(it)]))

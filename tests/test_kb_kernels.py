@@ -10,91 +10,40 @@ from aka.evaluate.static import check_source
 from aka.problem import REPO_ROOT
 
 KERNELS = sorted((REPO_ROOT / "knowledge_base" / "kernels").glob("*/*.py"))
-# The kernels are dealt round-robin into CHUNKS xdist groups (tests/conftest.py), so that
-# `pytest -n 2` spreads this file, the suite's heaviest (69 sandboxed evaluations, 69 compiles,
-# every declared parameter value), over both workers; each chunk's expensive work runs once, on
-# the worker holding it.
+# The kernels are dealt round-robin into CHUNKS test classes: `pytest -n 2 --dist loadscope`
+# (scripts/test.sh) hands each class to one worker, so this file, the suite's heaviest (69
+# sandboxed evaluations, 69 compiles, every declared parameter value), spreads over both workers
+# and each chunk's batched work runs once, on the worker holding it.
 CHUNKS = 4
 
 
-def _chunk(path) -> int:
-    return KERNELS.index(path) % CHUNKS
+def chunk_kernels(chunk: int) -> list:
+    return KERNELS[chunk::CHUNKS]
 
 
-def kernel_params():
-    return [pytest.param(p, id=f"{p.parent.name}/{p.stem}", marks=pytest.mark.xdist_group(f"kb_kernels_{_chunk(p)}"))
-            for p in KERNELS]
-
-
-class PerChunk:
-    """`fn(paths of one chunk) -> {path: result}`, computed on a chunk's first lookup."""
-
-    def __init__(self, fn):
-        self.fn, self.done = fn, {}
-
-    def __getitem__(self, path):
-        c = _chunk(path)
-        if c not in self.done:
-            self.done[c] = self.fn([p for p in KERNELS if _chunk(p) == c])
-        return self.done[c][path]
-
-
-@pytest.fixture(scope="module")
-def verdicts():
-    def run(path):
-        return path, evaluate(path.parent.name, path, shapes="small", config=EvalConfig(device="cpu", seed=7))
-
-    def chunk(paths):
-        with ThreadPoolExecutor(2) as pool:
-            return dict(pool.map(run, paths))
-    return PerChunk(chunk)
+def pytest_generate_tests(metafunc):
+    if "path" in metafunc.fixturenames and metafunc.cls is not None:
+        paths = chunk_kernels(metafunc.cls.CHUNK)
+        metafunc.parametrize("path", paths, ids=[f"{p.parent.name}/{p.stem}" for p in paths])
 
 
 def test_there_are_kernels():
     assert len(KERNELS) >= 3
 
 
-@pytest.mark.parametrize("path", kernel_params())
-def test_kernel_passes_on_cpu(path, verdicts):
-    res = verdicts[path]
-    assert res.status == "pass", f"{path.relative_to(REPO_ROOT)}: {res.status}: {res.reason}"
+@pytest.fixture(scope="class")
+def verdicts(request):
+    def run(path):
+        return path, evaluate(path.parent.name, path, shapes="small", config=EvalConfig(device="cpu", seed=7))
+    with ThreadPoolExecutor(2) as pool:
+        return dict(pool.map(run, chunk_kernels(request.cls.CHUNK)))
 
 
-@pytest.mark.parametrize("path", kernel_params())
-def test_kernel_front_matter_follows_the_contract(path):
-    """id, op (= its folder), params whose keys are all in the one-line AKA_PARAMS dict."""
-    import ast
-
-    import yaml
-    src = path.read_text()
-    doc = ast.get_docstring(ast.parse(src)) or ""
-    assert doc.startswith("---"), "front matter must open the module docstring"
-    meta = yaml.safe_load(doc.split("---")[1])
-    assert meta["id"] == f"kernels/{path.parent.name}/{path.stem}" and meta["op"] == path.parent.name
-    params_line = [ln for ln in src.splitlines() if ln.startswith("AKA_PARAMS = {")]
-    assert len(params_line) == 1, "one single-line AKA_PARAMS dict"
-    defaults = ast.literal_eval(params_line[0].split("=", 1)[1].strip())
-    assert set((meta.get("params") or {})) <= set(defaults)
-    for k, values in (meta.get("params") or {}).items():
-        assert defaults[k] in values, f"default {k}={defaults[k]} not in its declared range"
-    assert check_source(src).ok
-
-
-@pytest.mark.parametrize("path", kernel_params())
-def test_kernel_compiles_for_hopper(path):
-    """Every launch on the small shapes compiles for sm_90a (no GPU needed): the interpreter
-    cannot see what only the GPU compiler refuses. Spills are reported by `aka kb compile-check`."""
-    from aka.kb.compile_check import compile_check
-    r = compile_check(path.parent.name, str(path))
-    bad = [f"{lr.kernel} (warps {lr.num_warps}, {lr.constants}): {lr.error}" for lr in r.launches if lr.error]
-    assert r.ok, r.error or "; ".join(bad)
-
-
-@pytest.fixture(scope="module")
-def param_verdicts():
-    """Every declared parameter value of every kernel (aka.kb.param_check): one interpreter
-    process per half chunk, two at a time, each checking its kernels one after another (a process
-    per kernel spent ~4 s of CPU starting Python with torch and triton, 69 times)."""
+@pytest.fixture(scope="class")
+def param_verdicts(request):
+    """Every declared parameter value of the chunk's kernels (aka.kb.param_check): two interpreter
+    processes at a time, each checking half the chunk's kernels one after another (a process per
+    kernel spent ~4.6 s of CPU starting Python with torch and triton, 69 times)."""
     import json
     import os
     import subprocess
@@ -106,22 +55,72 @@ def param_verdicts():
                            text=True, env=env, timeout=1800, cwd=REPO_ROOT)
         rows = [json.loads(ln) for ln in p.stdout.splitlines() if ln.startswith("{")]
         return {path: (p.returncode, [r for r in rows if r["kernel"] == str(path)], p.stderr[-1500:]) for path in paths}
-
-    def chunk(paths):
-        with ThreadPoolExecutor(2) as pool:
-            return {k: v for part in pool.map(run, (paths[0::2], paths[1::2])) for k, v in part.items()}
-    return PerChunk(chunk)
+    paths = chunk_kernels(request.cls.CHUNK)
+    with ThreadPoolExecutor(2) as pool:
+        return {k: v for part in pool.map(run, (paths[0::2], paths[1::2])) for k, v in part.items()}
 
 
-@pytest.mark.parametrize("path", kernel_params())
-def test_every_declared_param_value_is_correct(path, param_verdicts):
-    rc, rows, err = param_verdicts[path]
-    done = [r for r in rows if "variants" in r]
-    assert done, f"param_check died before finishing this kernel (exit {rc}): {err}"
-    assert done[0]["error"] is None, done[0]["error"]
-    bad = [f"{r['param']}={r['value']}: {r['reason']}" for r in rows if "param" in r and not r["ok"]]
-    assert not bad and done[0]["failed"] == 0, "; ".join(bad) or err
+class KernelChecks:
+    CHUNK = 0
 
+    def test_kernel_passes_on_cpu(self, path, verdicts):
+        res = verdicts[path]
+        assert res.status == "pass", f"{path.relative_to(REPO_ROOT)}: {res.status}: {res.reason}"
+
+    def test_kernel_front_matter_follows_the_contract(self, path):
+        """id, op (= its folder), params whose keys are all in the one-line AKA_PARAMS dict."""
+        import ast
+
+        import yaml
+        src = path.read_text()
+        doc = ast.get_docstring(ast.parse(src)) or ""
+        assert doc.startswith("---"), "front matter must open the module docstring"
+        meta = yaml.safe_load(doc.split("---")[1])
+        assert meta["id"] == f"kernels/{path.parent.name}/{path.stem}" and meta["op"] == path.parent.name
+        params_line = [ln for ln in src.splitlines() if ln.startswith("AKA_PARAMS = {")]
+        assert len(params_line) == 1, "one single-line AKA_PARAMS dict"
+        defaults = ast.literal_eval(params_line[0].split("=", 1)[1].strip())
+        assert set((meta.get("params") or {})) <= set(defaults)
+        for k, values in (meta.get("params") or {}).items():
+            assert defaults[k] in values, f"default {k}={defaults[k]} not in its declared range"
+        assert check_source(src).ok
+
+    def test_kernel_compiles_for_hopper(self, path):
+        """Every launch on the small shapes compiles for sm_90a (no GPU needed): the interpreter
+        cannot see what only the GPU compiler refuses. Spills are reported by `aka kb compile-check`."""
+        from aka.kb.compile_check import compile_check
+        r = compile_check(path.parent.name, str(path))
+        bad = [f"{lr.kernel} (warps {lr.num_warps}, {lr.constants}): {lr.error}" for lr in r.launches if lr.error]
+        assert r.ok, r.error or "; ".join(bad)
+
+    def test_every_declared_param_value_is_correct(self, path, param_verdicts):
+        rc, rows, err = param_verdicts[path]
+        done = [r for r in rows if "variants" in r]
+        assert done, f"param_check died before finishing this kernel (exit {rc}): {err}"
+        assert done[0]["error"] is None, done[0]["error"]
+        bad = [f"{r['param']}={r['value']}: {r['reason']}" for r in rows if "param" in r and not r["ok"]]
+        assert not bad and done[0]["failed"] == 0, "; ".join(bad) or err
+
+
+class TestChunk0(KernelChecks):
+    CHUNK = 0
+
+
+class TestChunk1(KernelChecks):
+    CHUNK = 1
+
+
+class TestChunk2(KernelChecks):
+    CHUNK = 2
+
+
+class TestChunk3(KernelChecks):
+    CHUNK = 3
+
+
+def test_chunks_cover_every_kernel_once():
+    dealt = [p for c in range(CHUNKS) for p in chunk_kernels(c)]
+    assert sorted(dealt) == KERNELS and len(set(dealt)) == len(KERNELS)
 
 TAIL_FAMILY = '''"""
 ---
