@@ -342,6 +342,10 @@ def test_dev_and_heldout_queries_name_real_ids_and_stay_apart():
         qs = evalset.load_queries(path)
         assert len(qs) >= least and evalset.check_labels(qs, known) == []
         assert not tuning & {q.q for q in qs}  # no query shared with the tuning set
+    kernel_dev = evalset.load_queries(REPO / "knowledge_base" / "dev_kernel_queries.yaml")
+    assert len(kernel_dev) >= 30 and evalset.check_labels(kernel_dev, known) == []
+    assert all(d.startswith("kernels/") for q in kernel_dev for d in q.relevant)  # it measures kernel files
+    assert not tuning & {q.q for q in kernel_dev}
     dev = evalset.load_queries(evalset.DEFAULT_DEV)
     assert all(q.kind == "symptom" for q in dev)
     assert not {q.q for q in dev} & {q.q for q in evalset.load_queries(evalset.DEFAULT_HELDOUT)}
@@ -661,6 +665,13 @@ def test_cli_query_and_eval(built, capsys, tmp_path):
     text, out = report.read_text(), capsys.readouterr().out
     assert text.index("## Tuning set") < text.index("## Dev set: ") < text.index("## Held-out set")
     assert "softmax row read three times" in out and "launch cost of a small kernel" not in out  # --show: not held-out
+    dev2 = tmp_path / "dev_kernels.yaml"
+    dev2.write_text('queries:\n- q: "a kernel that keeps the whole row in registers"\n  relevant: [kernels/rms_norm/rows]\n')
+    assert main(["kb", "eval", "--kb", str(built.root), "--cache", str(built.cache), "--queries", str(q),
+                 "--dev", str(dev), "--dev", str(dev2), "--heldout", "-", "--out", str(report)]) == 0
+    text = report.read_text()  # each dev file its own section, in the order given
+    assert text.index("## Dev set: " + str(dev)) < text.index("## Dev set: " + str(dev2))
+    assert "## Held-out set" not in text
     assert main(["kb", "eval", "--kb", str(built.root), "--cache", str(built.cache), "--queries", str(q),
                  "--dev", str(tmp_path / "none.yaml"), "--out", "-"]) == 2
     assert "no dev query file" in capsys.readouterr().err

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# dev sets, each reported apart: symptom queries, and queries whose answers are kernel files
+DEV_FILES = ("dev_queries.yaml", "dev_kernel_queries.yaml")
+
 
 def add_parser(sub) -> None:
     kb = sub.add_parser("kb", help="knowledge base: build the index, query it, evaluate retrieval, verify kernels")
@@ -41,9 +44,9 @@ def add_parser(sub) -> None:
     e.add_argument("--heldout", default=None,
                    help="held-out queries, reported apart (default: heldout_queries.yaml in the knowledge-base "
                         "root when it exists; '-' for none)")
-    e.add_argument("--dev", default=None,
-                   help="dev queries, reported apart (default: dev_queries.yaml in the knowledge-base root when "
-                        "it exists; '-' for none)")
+    e.add_argument("--dev", default=None, action="append",
+                   help="dev queries, reported apart; repeat for several files (default: those of "
+                        f"{', '.join(DEV_FILES)} in the knowledge-base root that exist; '-' for none)")
     e.add_argument("--out", default=None,
                    help="also write the markdown report here (the committed one: --out knowledge_base/EVAL.md); "
                         "default: print only, so a trial run never rewrites a tracked file")
@@ -176,13 +179,19 @@ def cmd_eval(args) -> int:
     console = _console()
     # the default dev and held-out files are the base's own (knowledge_base/*_queries.yaml for ours)
     extra = []
-    for name, given, default in (("dev", args.dev, evalset.DEFAULT_DEV),
-                                 ("held-out", args.heldout, evalset.DEFAULT_HELDOUT)):
-        path = None if given == "-" else Path(given) if given else _root(args) / default.name
-        if path is not None and given and not path.exists():
-            raise UserError(f"no {name} query file at {path}")
-        if path is not None and path.exists():
-            extra.append((name, path))
+    devs = [None] if not args.dev else [None if d == "-" else Path(d) for d in args.dev]
+    if devs == [None] and not args.dev:
+        extra += [("dev", _root(args) / n) for n in DEV_FILES if (_root(args) / n).exists()]
+    for path in (d for d in devs if d is not None):
+        if not path.exists():
+            raise UserError(f"no dev query file at {path}")
+        extra.append(("dev", path))
+    given = args.heldout
+    path = None if given == "-" else Path(given) if given else _root(args) / evalset.DEFAULT_HELDOUT.name
+    if path is not None and given and not path.exists():
+        raise UserError(f"no held-out query file at {path}")
+    if path is not None and path.exists():
+        extra.append(("held-out", path))
     try:  # a bad query file or label: one line, exit 2 (queries are read before the slow build)
         sets = [evalset.QuerySet("tuning", _shown(args.queries or evalset.DEFAULT_QUERIES),
                                  evalset.load_queries(args.queries))]
