@@ -756,7 +756,10 @@ def test_kernel_paths_take_one_op_or_a_comma_list():
     one = {p.parent.name for p in kernel_paths(root, "softmax")}
     two = {p.parent.name for p in kernel_paths(root, "fused_moe,prefill_attention")}
     assert one == {"softmax"} and two == {"fused_moe", "prefill_attention"}
-    assert len(kernel_paths(root, "fused_moe,prefill_attention")) == 4
+    # every kernel file of the two ops and nothing else (their count grows as kernels are added)
+    want = {p for op in ("fused_moe", "prefill_attention") for p in (root / "kernels" / op).glob("*.py")
+            if not p.name.startswith("_")}
+    assert set(kernel_paths(root, "fused_moe,prefill_attention")) == want and len(want) >= 4
 
 
 def test_leave_op_out_withholds_every_chunk_listing_the_op(built):
@@ -791,6 +794,7 @@ def test_hybrid_adds_the_document_ranking_of_a_note_whose_words_span_sections(tm
     ix.build()
     q = "garbage trailing columns: predicate remainder lanes of the final block"
     assert [d for d, _ in ix.rank_documents(q)][0] == "patterns/split"
+    monkeypatch.setattr(kbindex, "AGG_WEIGHT", 0.0)  # the document list alone
     with_doc = {r.id: r for r in ix.search(q, mode="hybrid")}
     monkeypatch.setattr(kbindex, "DOC_WEIGHT", 0.0)
     without = {r.id: r for r in ix.search(q, mode="hybrid")}
@@ -799,3 +803,15 @@ def test_hybrid_adds_the_document_ranking_of_a_note_whose_words_span_sections(tm
         assert r.score == pytest.approx(without[cid].score + 1.0 / (kbindex.RRF_K + d))
         assert "document" not in without[cid].ranks
     assert with_doc["patterns/split#what-you-see"].ranks["document"] == 1
+
+
+def test_a_documents_second_chunk_lifts_it_but_only_its_best_chunk_and_by_agg_weight():
+    from aka.kb import index as kbi
+    by_id = {"n#a": ({"doc_id": "n"}, ""), "n#b": ({"doc_id": "n"}, ""), "n#c": ({"doc_id": "n"}, ""),
+             "k#s": ({"doc_id": "k"}, ""), "lone": ({"doc_id": "lone"}, "")}
+    scores = {"n#a": 0.030, "n#b": 0.020, "n#c": 0.010, "k#s": 0.0305, "lone": 0.005, "gone": 0.9}
+    kbi.aggregate_chunks(scores, by_id)
+    assert abs(scores["n#a"] - (0.030 + kbi.AGG_WEIGHT * 0.020 * 1)) < 1e-12  # AGG_CHUNKS = 1: n#c not added
+    assert (scores["n#b"], scores["n#c"], scores["k#s"], scores["lone"], scores["gone"]) == (0.020, 0.010, 0.0305,
+                                                                                          0.005, 0.9)
+    assert scores["n#a"] > scores["k#s"]  # two matching sections beat one slightly better one
