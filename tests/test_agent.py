@@ -450,16 +450,17 @@ def test_offline_proposer_starts_from_the_best_kernel_the_knowledge_base_measure
     task = task_shapes(problem, "all", "cuda", 65536)
     rec = {p.stem: recorded_objective(p, "gelu_and_mul", "cuda:0", task.ids, task.weights)
            for p in sorted((kb / "gelu_and_mul").glob("*.py"))}
-    assert all(v is not None for v in rec.values()), rec  # knowledge_base/KERNELS_H200.md's results
-    best_first = sorted(rec, key=lambda k: -rec[k])
+    measured = {k: v for k, v in rec.items() if v is not None}  # knowledge_base/KERNELS_H200.md's results
+    assert len(measured) >= 3, rec
+    best_first = sorted(measured, key=lambda k: -measured[k])
     assert recorded_objective(kb / "gelu_and_mul" / "rowmajor.py", "silu_and_mul", "cuda", task.ids, task.weights) is None
 
     def first(device, n):
         t = task_shapes(problem, "all", device, 65536)
         ctx = SimpleNamespace(problem=problem, task=t, device=device, history=[], parent=None)
         return [p.meta["offline"]["family"].rsplit("/", 1)[1] for p in OfflineProposer(problem, kb).propose(ctx, n)]
-    assert first("cuda", 3) == best_first
-    assert first("cpu", 3) == sorted(rec)  # file order
+    assert first("cuda", len(measured)) == best_first  # kernels without an H200 result come after
+    assert first("cpu", len(rec)) == sorted(rec)  # file order
 
 
 def test_no_round_starts_that_would_end_past_the_wall_budget():
