@@ -140,7 +140,7 @@ def add_eval(sub) -> None:
     e.add_argument("problem", help="operator directory, KernelBench .py file, or a bundled op name")
     e.add_argument("candidate", help="candidate .py file defining ModelNew (or Model)")
     e.add_argument("--shapes", default=None,
-                   help="comma-separated shape ids, 'all', 'small' or 'first' (default: all on a GPU, small on CPU)")
+                   help="comma-separated shape ids, 'all', 'small', 'first' or 'last' (default: all on a GPU, small on CPU)")
     e.add_argument("--device", default=d.device, help="cuda or cpu (default: cuda when available)")
     e.add_argument("--json", default=None, help="write the EvalResult JSON here")
     e.add_argument("--draws", type=int, default=d.draws, help=f"fresh input draws per shape (min 3, default {d.draws})")

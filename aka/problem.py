@@ -58,7 +58,8 @@ class Problem:
 
     def select(self, spec: str | list[str] | None) -> list[ShapeCase]:
         """Shape ids to run: None/"all" -> every benchmark shape; "small" -> the CPU-sized set;
-        a comma list of ids (benchmark or small); "first" -> the first benchmark shape."""
+        a comma list of ids (benchmark or small); "first" / "last" -> the first / last benchmark
+        shape (the bundled ops list theirs from decode to the largest prefill)."""
         if spec is None or spec == "all":
             return list(self.shapes.values())
         if spec == "small":
@@ -69,6 +70,8 @@ class Problem:
             return list(self.small_shapes.values())
         if spec == "first":
             return [next(iter(self.shapes.values()))]
+        if spec == "last":
+            return [list(self.shapes.values())[-1]]
         ids = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else list(spec)
         pool = {**self.shapes, **self.small_shapes}
         unknown = [i for i in ids if i not in pool]

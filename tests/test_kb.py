@@ -601,6 +601,15 @@ def test_verify_order_first_and_reverse(tmp_path):
         calls.clear()
         verify(root, "cpu", evaluate_fn=run, force=True, **kw)
         assert [c[0] for c in calls] == want, kw
+    # --missing-first: rms_norm has a cpu result only, so for cuda softmax (no result at all) and
+    # rms_norm are equal; give softmax a cuda result and rms_norm goes first
+    verify(root, "cuda", op="softmax", evaluate_fn=run, timing=False)
+    calls.clear()
+    verify(root, "cuda", evaluate_fn=run, force=True, timing=False, missing_first=True)
+    assert [c[0] for c in calls] == ["rms_norm", "softmax"]
+    calls.clear()
+    verify(root, "cuda", evaluate_fn=run, force=True, timing=False, reverse=True, missing_first=True)
+    assert [c[0] for c in calls] == ["softmax", "rms_norm"]  # both have one now: the order stands
 
 
 def test_verify_writes_results_and_skips_current(tmp_path):

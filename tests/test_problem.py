@@ -103,6 +103,7 @@ def test_select_variants():
     assert [s.id for s in p.select(None)] == ["0", "1", "2"]
     assert [s.id for s in p.select("all")] == ["0", "1", "2"]
     assert [s.id for s in p.select("first")] == ["0"]
+    assert [s.id for s in p.select("last")] == ["2"]
     assert [s.id for s in p.select("2,0")] == ["2", "0"]
     assert [s.id for s in p.select(["1", "s0"])] == ["1", "s0"]
     with pytest.raises(ProblemError, match=r"unknown shape id\(s\) 9, x \(known: 0, 1, 2, s0\)"):

@@ -47,7 +47,7 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--retries", type=int, default=1, help="ray: resubmissions after a dead worker or node")
     p.add_argument("--model", default="offline", help="offline | scripted:<file.json> | anthropic:<model> | ...")
     p.add_argument("--iters", type=int, default=None, help="optimize rounds per operator")
-    p.add_argument("--shape", default="all", help="shapes per operator (all, small, first, ids)")
+    p.add_argument("--shape", default="all", help="shapes per operator (all, small, first, last, ids)")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when visible)")
     p.add_argument("--config", action="append", default=[], help="optimize YAML config (repeatable)")
     p.add_argument("--ops", default=None, help="only these operators (comma list)")

@@ -65,13 +65,15 @@ def add_parser(sub) -> None:
     v.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="cpu: small shapes under the interpreter")
     v.add_argument("--op", default=None, help="only kernels of this op (or of a comma list of ops)")
     v.add_argument("--force", action="store_true", help="re-run kernels whose result is current")
-    v.add_argument("--shapes", default=None, help="shape ids, 'first', 'small' or 'all' (default: cpu small, cuda all)")
+    v.add_argument("--shapes", default=None, help="shape ids, 'first', 'last', 'small' or 'all' (default: cpu small, cuda all)")
     v.add_argument("--timeout", type=float, default=900.0, help="seconds per kernel evaluation")
     v.add_argument("--jobs", type=int, default=1,
                    help="kernels evaluated at once; on one GPU their checks overlap and their timings "
                         "take turns (aka/evaluate/gpulock.py)")
     v.add_argument("--no-timing", action="store_true", help="correctness verdicts only (GPU: no timing)")
     v.add_argument("--first", default=None, help="comma list of ops whose kernels go first (then the rest)")
+    v.add_argument("--missing-first", action="store_true",
+                   help="kernels with no result on this device first (then the rest, in order)")
     v.add_argument("--reverse", action="store_true",
                    help="the rest in reverse op order (meets a `bench run` going forward mid-suite, "
                         "so the two share the baseline cache instead of timing the same shapes twice)")
@@ -267,7 +269,8 @@ def cmd_verify(args) -> int:
             raise UserError("aka kb verify --device cuda needs a CUDA GPU")
     out = verify(_root(args), args.device, op=args.op, force=args.force, console=console, shapes=args.shapes,
                  timeout_s=args.timeout, jobs=args.jobs, timing=not args.no_timing,
-                 first=[o for o in (args.first or "").split(",") if o], reverse=args.reverse)
+                 first=[o for o in (args.first or "").split(",") if o], reverse=args.reverse,
+                 missing_first=args.missing_first)
     bad = [(p, s) for p, s in out if s not in ("pass", "skipped")]
     console.print(f"{len(out)} kernels: {sum(s == 'pass' for _, s in out)} pass, "
                   f"{sum(s == 'skipped' for _, s in out)} skipped (current), {len(bad)} not passing")
