@@ -27,6 +27,7 @@ mkdir -p "$AKA_CACHE_DIR"
 CONV=${AKA_CONVERT_DIR:-$PWD/.gpuconvert}; mkdir -p "$CONV"
 JPG=${AKA_JOBS_PER_GPU:-4}
 ITERS=${AKA_CONVERT_ITERS:-6}
+SHAPE=${AKA_CONVERT_SHAPE:-last}  # the benchmark's ops at one shape each: their largest prefill shape
 OP_TIMEOUT=${AKA_OP_TIMEOUT_S:-400}  # one operator never takes a whole call
 W=$OUT/work; mkdir -p "$W"
 modes=" ${*:-all} "
@@ -50,7 +51,7 @@ step() {
 if [[ $modes == *" bench "* || $modes == *" all "* ]]; then
   # largest time share first (bench/weights.json), so a partial library covers the most time
   step "$W/bench.log" python3 -m aka.cli convert bench library="$CONV/bench" model=offline device=cuda \
-    iters="$ITERS" jobs-per-gpu="$JPG" timeout="$OP_TIMEOUT"
+    iters="$ITERS" shape="$SHAPE" jobs-per-gpu="$JPG" timeout="$OP_TIMEOUT"
 fi
 if [[ $modes == *" llama "* || $modes == *" all "* ]]; then
   F=examples.llama_block:factory:size=realistic
