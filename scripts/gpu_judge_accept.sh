@@ -51,9 +51,9 @@ if [[ -d .oldaka/aka ]]; then
   part cost_old "${AKA_T_COST:-70}" bash -c "cd .oldaka && AKA_CACHE_DIR=/tmp/cost-old PYTHONPATH=$OLDPP python3 -m aka.cli eval rms_norm $K --shapes $SH --json '$S/cost_old.json'"
 fi
 if (( H )); then
+  C=.gl/kbc; rm -rf $C; mkdir -p $C/results; cp -r knowledge_base $C/; cp -r results/kb $C/results/  # a copy: the
   part kbcost_new "${AKA_T_KBCOST:-50}" env AKA_CACHE_DIR=/tmp/kbc-new python3 -m aka.cli kb verify --device cuda \
-    --op rms_norm --shapes first --force --jobs 4
-  git checkout -q -- results/kb 2>/dev/null || true   # the committed all-shape results stay as they were
+    --kb $C/knowledge_base --op rms_norm --shapes first --force --jobs 4   # committed results stay as they are
   [[ -d .oldaka/aka ]] && part kbcost_old "${AKA_T_KBCOST:-50}" bash -c "cd .oldaka && AKA_CACHE_DIR=/tmp/kbc-old PYTHONPATH=$OLDPP python3 -m aka.cli kb verify --device cuda --op rms_norm --shapes first --force --jobs 4"
   export AKA_GPU_RESULTS=$S/gpu_results.jsonl
   part timing "${AKA_T_TIMING:-70}" python3 -m pytest -m gpu -q -p no:cacheprovider --junitxml="$S/junit_timing.xml" \
