@@ -216,3 +216,42 @@ def test_checked_call_opens_buffers_first_and_computes_on_inputs_written_after()
         assert torch.equal(b, torch.full((5,), 2 * (10.0 + i)))
     h["time_end"]({}, [])
     assert "checked" not in state
+
+
+def test_on_a_gpu_the_judge_finishes_its_writes_before_every_runner_request(monkeypatch):
+    """The runner's stream only waits for judge work queued before a block was exported (torch's
+    IPC event), and Arena.empty exports at allocation, before the judge's copies and poison fills.
+    So every request on a GPU waits for the judge's own stream first (on the H200 the runner read
+    0.9 GB inputs that were still being written, and a late NaN fill overwrote its outputs)."""
+    import torch
+
+    from aka.evaluate.client import RunnerClient
+    order = []
+
+    class Chan:
+        def send(self, msg, fds):
+            order.append(("send", msg["op"]))
+
+        def recv(self, max_fds=0):
+            return {"ok": True}, []
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: order.append(("sync", None)))
+    for device, want in (("cuda", [("sync", None), ("send", "forward")]), ("cpu", [("send", "forward")])):
+        c = RunnerClient.__new__(RunnerClient)
+        c.device, c.chan, c.violations = device, Chan(), []
+        order.clear()
+        assert c.request("forward", "correctness")["ok"]
+        assert order == want, device
+
+
+def test_a_runner_aborted_by_cuda_names_the_cuda_error_not_its_last_stack_frame():
+    """An illegal memory access aborts the runner (SIGABRT) after a long C++ stack trace; the
+    verdict's reason carries the CUDA error line (missed on the H200: 'frame #28: _start + 0x25')."""
+    from aka.evaluate.client import _cause_line
+    tail = ("Traceback (most recent call last):\n"
+            "torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n"
+            "Exception raised from c10_cuda_check_implementation at ...\n"
+            + "".join(f"frame #{i}: fn{i} + 0x{i:x} (0x1 in libc10.so)\n" for i in range(29)))
+    assert _cause_line(tail) == "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
+    assert _cause_line("some\nplain failure\n") == "plain failure"
+    assert _cause_line("") == ""

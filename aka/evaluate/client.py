@@ -54,6 +54,14 @@ class RunnerClient:
     def request(self, op: str, stage: str, arena: Arena | None = None, **kw) -> dict:
         """One command; a runner that died or broke the protocol is a crash of the candidate's."""
         fds = list(arena.fds) if arena is not None else []
+        if self.device.startswith("cuda"):
+            # The runner's stream waits on the IPC event torch records when a block is first
+            # exported, which Arena.empty does at allocation, before the judge copies inputs in or
+            # poison-fills an output buffer. Only the judge finishing its own work first orders those
+            # writes before the runner's reads and writes (found on the H200: at 0.9 GB inputs the
+            # runner read buffers still being filled, and a late NaN fill overwrote its outputs).
+            import torch
+            torch.cuda.synchronize()
         try:
             self.chan.send(dict(kw, op=op, stage=stage), fds)
             reply, extra = self.chan.recv(max_fds=0)
@@ -85,8 +93,7 @@ class RunnerClient:
         low = tail.lower()
         if "out of memory" in low or "memoryerror" in low:
             why += " (out of memory)"
-        last = tail.strip().splitlines()[-1] if tail.strip() else ""
-        return why + (f": {last[:300]}" if last else "")
+        return why + (f": {_cause_line(_tail(self.log_dir / 'runner.stderr', 64_000))[:300]}" if tail.strip() else "")
 
     def stderr_tail(self) -> str:
         return _tail(self.log_dir / "runner.stderr")
@@ -105,6 +112,21 @@ class RunnerClient:
             self.proc.wait(timeout=10)
         for f in (self.out, self.err):
             f.close()
+
+
+# What a dying CUDA process says about why, above the C++ stack trace it prints after (an aborted
+# runner's last line is a stack frame: "frame #28: _start + 0x25")
+_CAUSES = ("cuda error", "illegal memory access", "misaligned address", "device-side assert", "out of memory",
+           "memoryerror", "segmentation fault")
+
+
+def _cause_line(tail: str) -> str:
+    """The last line of a runner's stderr that names a cause, else its last line."""
+    lines = [ln.strip() for ln in tail.strip().splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if any(c in ln.lower() for c in _CAUSES):
+            return ln
+    return lines[-1] if lines else ""
 
 
 def _tail(path: Path, n: int = 2000) -> str:
