@@ -58,6 +58,11 @@ def test_best_table_picks_the_op_s_best_current_kernel(tmp_path):
     assert [p.name for p in missing] == ["online.py"] and ops == ["softmax"]
     text = markdown(best_table(root, "cuda"), "", (len(missing), 3, ops))
     assert "1 of 3 kernels have no current, passing result" in text and "1 ops have none: softmax." in text
+    # a verdict on the first shape only (kb verify --shapes first) is not a result over the op's
+    # shapes: not ranked against whole-set results, and the kernel is still listed as unverified
+    verify(root, "cuda", op="softmax", evaluate_fn=run, shapes="first")
+    assert {r["op"] for r in best_table(root, "cuda")} == {"rms_norm"}
+    assert [p.name for p in unverified(root, "cuda")[0]] == ["online.py"]
 
 
 def test_sweep_tables(tmp_path):

@@ -143,7 +143,7 @@ def _incomplete(d: Path, cells: dict) -> list[str]:
     left = [rid for rid in cells if run_state(d / "runs" / rid) != "done"]
     if not left:
         return []
-    return [f"**{len(left)} of {len(cells)} cells have no finished run** (their partial rows count as they are; "
+    return [f"**{len(left)} of {len(cells)} cells have no finished run** (their rows are left out of every figure below; "
             f"`aka exp run` again resumes them): {', '.join(left[:12])}{' ...' if len(left) > 12 else ''}", ""]
 
 
@@ -177,6 +177,13 @@ def write_report(d: Path, *, baseline: str | None = None, n_boot: int = 4000) ->
     rows = read_table(d / "table.csv")
     if not rows:
         raise ValueError(f"{d / 'table.csv'} has no rows")
+    cells = json.loads((d / "cells.json").read_text()) if (d / "cells.json").exists() else {}
+    if cells:  # a cut-off run's rows are not its outcome: only finished runs enter the statistics
+        from aka.exp.job import run_state
+        done = {rid for rid in cells if run_state(d / "runs" / rid) == "done"}
+        rows = [r for r in rows if r.get("run_id") in done]
+        if not rows:
+            raise ValueError(f"{d}: no run of the grid has finished yet")
     rs = an.runs(rows)
     arms = an.arm_order(rows)
     if baseline and baseline not in arms:
@@ -196,8 +203,8 @@ def write_report(d: Path, *, baseline: str | None = None, n_boot: int = 4000) ->
     decomp = an.decomposition(fin, category)
     mde = an.detectable(tests)
     it = an.iteration(rs, arms, rounds)
-    cells = json.loads((d / "cells.json").read_text()) if (d / "cells.json").exists() else {}
-    mech = an.mechanisms({rid: _events(d / "runs" / rid) for rid in cells}, cells, arms)
+    mech = an.mechanisms({rid: _events(d / "runs" / rid) for rid in cells if rid in {r["run_id"] for r in rows}},
+                         {rid: c for rid, c in cells.items() if rid in {r["run_id"] for r in rows}}, arms)
     arm_cfg = _arm_configs(d)
     env = environment(d)
     made = plots(rows, rs, arms, rounds, category, d)
