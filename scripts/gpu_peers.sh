@@ -22,7 +22,10 @@ JOBS=${AKA_PEER_JOBS:-6}
 export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True} PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 export AKA_CACHE_DIR=${AKA_CACHE_DIR:-/tmp/aka-cache}
 mkdir -p "$AKA_CACHE_DIR"
-[[ -s $AKA_CACHE_DIR/source_sha ]] && export AKA_GIT_SHA=$(cat "$AKA_CACHE_DIR/source_sha")
+# the commit scripts/pre_device.sh recorded (the device's .git is not ours), from this cache or the carried one
+for f in "$AKA_CACHE_DIR/source_sha" .gpucache/source_sha; do
+  [[ -s $f ]] && { export AKA_GIT_SHA=$(cat "$f"); break; }
+done
 W=$OUT/work; mkdir -p "$W/runs"
 # resume: the runs of an earlier call, carried in ($AKA_CACHE_DIR/peer_runs), continue where they stopped
 [[ -d $AKA_CACHE_DIR/peer_runs ]] && cp -r "$AKA_CACHE_DIR/peer_runs/." "$W/runs/"
