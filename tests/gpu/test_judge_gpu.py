@@ -47,3 +47,16 @@ def test_forged_samples_are_rejected_by_the_judges_clock(record):
     res = unchecked_gpu(FORGE, timing=True, shapes="2")
     record("judge_forged_samples", status=res.status, reason=res.reason[:400])
     assert res.status == "rejected", res.reason
+
+
+@pytest.mark.parametrize("op,shape", [("silu_and_mul", "14"), ("gelu_and_mul", "12")])
+def test_large_inputs_reach_the_runner_whole(op, shape, record):
+    """The judge's input copies and NaN fills of ~0.9 GB finish before the runner reads or writes:
+    on the H200 (2026-12-02) these two honest kernels were judged incorrect on their second draw
+    at these shapes, the runner having read buffers the judge was still filling."""
+    from aka.evaluate.api import evaluate
+    from aka.problem import REPO_ROOT
+    path = REPO_ROOT / "knowledge_base" / "kernels" / op / "grid2d.py"
+    res = evaluate(op, path, shapes=shape, config=EvalConfig(device="cuda", seed=7, timing=False))
+    record("judge_large_inputs", op=op, shape=shape, status=res.status, reason=res.reason[:300])
+    assert res.status == "pass", res.reason
