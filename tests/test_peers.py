@@ -117,7 +117,12 @@ def test_peer_table_geomean_worst_shape_and_readme_section(tmp_path):
     assert row["geomean"] == pytest.approx((2.0 * 0.5) ** 0.5) and row["worst"] == 0.5
     assert row["worst_shape"].startswith("2 ")
     md = markdown([row])
-    assert "| rms_norm | kb | RMSNormPeer (liger_kernel 0.8.5) | 2/3 | 1.00x | 0.50x 2 (T=2) |" in md
+    assert "| rms_norm | kb | RMSNormPeer (liger_kernel 0.8.5) | 2/3 | 1.00x | 0.50x 2 (T=2) | 1: incorrect: x | 0 |" in md
+    # a kernel the judge failed: not compared, and the table says why
+    bad = [_rec("peer", "1", 10.0), _rec("kb", "1", 5.0, correct=False, reason="[correctness] draw 1")]
+    (brow,) = peer_rows(bad)
+    assert brow["compared"] == 0 and brow["kernel_failed"] == 1
+    assert "| 0 | 1: incorrect: [correctness] draw 1 |" in markdown([brow])
     readme = tmp_path / "README.md"
     readme.write_text("# bench\n\ntext\n")
     assert update_readme(readme, md) and update_readme(readme, md) is False  # idempotent

@@ -3,7 +3,8 @@
 Per (op, candidate impl): the geomean over shapes of peer time / kernel time, and the worst shape.
 A shape's ratio is the candidate record's own `speedup_peer` (the peer timed in the same rounds as
 the kernel) where it has one, else the peer record's time over the kernel's (two evaluations).
-Shapes where either side failed or was not timed are left out and counted. The same table goes to
+Shapes where either side failed or was not timed are left out and counted, each side's first
+failure named. The same table goes to
 a markdown file and, between its markers, into bench/README.md.
 """
 from __future__ import annotations
@@ -44,6 +45,7 @@ def peer_rows(records: list[dict]) -> list[dict]:
         got = [(x, r) for x, r in ratios if x]
         worst = min(got, key=lambda t: t[0]) if got else None
         bad_peer = [p for p in prs if p and not p.get("correct")]
+        bad_kernel = [r for r in rs if not r.get("correct") or r.get("status") not in (None, "pass")]
         info = next((p for p in prs if p and p.get("peer")), None) or next((r for r in rs if r.get("peer")), {})
         kernel = next((r.get("candidate") for r in rs if r.get("candidate")), None)
         out.append({"op": op, "impl": impl if not kernel or kernel == op else f"{impl}/{kernel}",
@@ -55,6 +57,9 @@ def peer_rows(records: list[dict]) -> list[dict]:
                     "peer_failed": len(bad_peer),
                     "peer_failure": (f"{bad_peer[0].get('status')}: {str(bad_peer[0].get('reason', ''))[:90]}"
                                      if bad_peer else ""),
+                    "kernel_failed": len(bad_kernel),
+                    "kernel_failure": (f"{bad_kernel[0].get('status')}: {str(bad_kernel[0].get('reason', ''))[:90]}"
+                                       if bad_kernel else ""),
                     "gpu": next((r.get("gpu") for r in rs if r.get("gpu")), None),
                     "git_sha": next((r.get("git_sha") for r in rs if r.get("git_sha")), None)})
     return out
@@ -69,13 +74,14 @@ def markdown(rows: list[dict], source: str = "") -> str:
     head = (f"aka's kernel vs the op's peer, peer time / kernel time per shape (> 1: aka faster). "
             f"GPU {env.get('gpu') or 'none'}, git {env.get('git_sha')}"
             + (f", records {source}" if source else "") + "; produced by `aka bench peers`.")
-    lines = [head, "", "| op | kernel | peer | shapes compared | aka vs peer (geomean) | worst shape | peer failed |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [head, "", "| op | kernel | peer | shapes compared | aka vs peer (geomean) | worst shape | peer failed "
+             "| kernel failed |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         peer = f"{r['peer']} ({r['library']} {r['version']})" if r.get("peer") else "-"
         failed = f"{r['peer_failed']}: {r['peer_failure']}" if r["peer_failed"] else "0"
+        kfailed = f"{r['kernel_failed']}: {r['kernel_failure']}" if r.get("kernel_failed") else "0"
         lines.append(f"| {r['op']} | {r['impl']} | {peer} | {r['compared']}/{r['shapes']} | "
-                     f"{_x(r['geomean'])} | {_x(r['worst'])} {r['worst_shape'] or ''} | {failed} |")
+                     f"{_x(r['geomean'])} | {_x(r['worst'])} {r['worst_shape'] or ''} | {failed} | {kfailed} |")
     return "\n".join(lines) + "\n"
 
 
