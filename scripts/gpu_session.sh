@@ -25,16 +25,7 @@ if ls .whl/pytest_xdist*.whl >/dev/null 2>&1 && ! python3 -c "import xdist" 2>/d
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 export AKA_GPU_RESULTS=$S/gpu_results.jsonl
-part() {  # part NAME SECONDS CMD...: the command under its budget, its log in $S
-  local name=$1 t=$2; shift 2
-  if (( t <= 0 )); then echo "[$name skipped]" | tee -a "$S/parts.txt"; return 0; fi
-  local s=$(date +%s)
-  timeout --signal=INT --kill-after=8 "$t" "$@" > "$S/$name.log" 2>&1
-  local rc=$?
-  echo "[$name rc=$rc wall=$(( $(date +%s) - s ))s budget=${t}s]" | tee -a "$S/parts.txt"
-  tail -${AKA_TAIL:-8} "$S/$name.log"
-  return $rc
-}
+. scripts/gpu_parts.sh
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
   python3 -c "import torch,triton,sys;print('torch',torch.__version__,'triton',triton.__version__,'python',sys.version.split()[0])"
   echo "source ${AKA_GIT_SHA:-unknown}"; date -u +%FT%TZ; } > "$S/provenance.txt" 2>&1
