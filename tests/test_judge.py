@@ -125,7 +125,10 @@ def test_judge_and_runner_die_with_a_parent_killed_by_signal(sig):
     import subprocess
     import sys
     import time
-    code = ("from aka.evaluate.api import EvalConfig, evaluate; from aka.evaluate.sandbox import SandboxConfig; "
+    # the parent takes the signal's default action even where it inherited SIGHUP ignored (a suite
+    # started under nohup: there it never died and the test timed out)
+    code = ("import signal; signal.signal(signal.SIGHUP, signal.SIG_DFL); "
+            "from aka.evaluate.api import EvalConfig, evaluate; from aka.evaluate.sandbox import SandboxConfig; "
             f"evaluate({str(PROBLEM)!r}, {str(HERE / 'fixtures/candidates/cheats/infinite_loop_forward.py')!r}, "
             "config=EvalConfig(device='cpu', seed=1, sandbox=SandboxConfig(timeout_s=900, idle_timeout_s=900)))")
     parent = subprocess.Popen([sys.executable, "-c", code], cwd=HERE.parent)
