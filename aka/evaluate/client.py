@@ -81,7 +81,8 @@ class RunnerClient:
             code = self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             code = None
-        tail = _tail(self.log_dir / "runner.stderr")
+        full = _tail(self.log_dir / "runner.stderr", 64_000)  # read once: the cause line may sit far above the end
+        tail = full[-2000:]
         if code is not None and code < 0:
             import signal
             try:
@@ -93,7 +94,7 @@ class RunnerClient:
         low = tail.lower()
         if "out of memory" in low or "memoryerror" in low:
             why += " (out of memory)"
-        return why + (f": {_cause_line(_tail(self.log_dir / 'runner.stderr', 64_000))[:300]}" if tail.strip() else "")
+        return why + (f": {_cause_line(full)[:300]}" if tail.strip() else "")
 
     def stderr_tail(self) -> str:
         return _tail(self.log_dir / "runner.stderr")

@@ -137,10 +137,9 @@ def _mechanism_lines(mech: dict, arms: list[str], arm_cfg: dict) -> list[str]:
     return L + ([""] + warn if warn else [])
 
 
-def _incomplete(d: Path, cells: dict) -> list[str]:
+def _incomplete(cells: dict, done: set[str]) -> list[str]:
     """Lines naming the grid's cells without a finished run (never started, cut off, or crashed)."""
-    from aka.exp.job import run_state
-    left = [rid for rid in cells if run_state(d / "runs" / rid) != "done"]
+    left = [rid for rid in cells if rid not in done]
     if not left:
         return []
     return [f"**{len(left)} of {len(cells)} cells have no finished run** (their rows are left out of every figure below; "
@@ -178,9 +177,9 @@ def write_report(d: Path, *, baseline: str | None = None, n_boot: int = 4000) ->
     if not rows:
         raise ValueError(f"{d / 'table.csv'} has no rows")
     cells = json.loads((d / "cells.json").read_text()) if (d / "cells.json").exists() else {}
+    from aka.exp.job import run_state
+    done = {rid for rid in cells if run_state(d / "runs" / rid) == "done"}
     if cells:  # a cut-off run's rows are not its outcome: only finished runs enter the statistics
-        from aka.exp.job import run_state
-        done = {rid for rid in cells if run_state(d / "runs" / rid) == "done"}
         rows = [r for r in rows if r.get("run_id") in done]
         if not rows:
             raise ValueError(f"{d}: no run of the grid has finished yet")
@@ -203,8 +202,8 @@ def write_report(d: Path, *, baseline: str | None = None, n_boot: int = 4000) ->
     decomp = an.decomposition(fin, category)
     mde = an.detectable(tests)
     it = an.iteration(rs, arms, rounds)
-    mech = an.mechanisms({rid: _events(d / "runs" / rid) for rid in cells if rid in {r["run_id"] for r in rows}},
-                         {rid: c for rid, c in cells.items() if rid in {r["run_id"] for r in rows}}, arms)
+    kept = {rid: c for rid, c in cells.items() if rid in {r["run_id"] for r in rows}}
+    mech = an.mechanisms({rid: _events(d / "runs" / rid) for rid in kept}, kept, arms)
     arm_cfg = _arm_configs(d)
     env = environment(d)
     made = plots(rows, rs, arms, rounds, category, d)
@@ -215,7 +214,7 @@ def write_report(d: Path, *, baseline: str | None = None, n_boot: int = 4000) ->
          f"{len(rs)} runs: {len(arms)} arms x {len(category)} operators x "
          f"{len({s for _, _, s in rs})} seeds, {rounds} rounds each. Outcome: each run's final best-so-far "
          f"objective ({kind}). Statistics on the log scale; a run that found nothing counts as {an.FLOOR:g} there.",
-         "", *_incomplete(d, cells), "## Arms", "", "| arm | runs | no passing kernel | median [95% CI] | geomean [95% CI] |",
+         "", *_incomplete(cells, done), "## Arms", "", "| arm | runs | no passing kernel | median [95% CI] | geomean [95% CI] |",
          "|---|---|---|---|---|"]
     for arm in arms:
         s = summ[arm]
