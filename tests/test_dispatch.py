@@ -192,7 +192,7 @@ for sid, n in json.loads(sys.argv[2]).items():
     a, b = torch.randn(n), torch.randn(n)
     model(a=a, b=b)  # first call: the interpreter's own warm-up
     ts = []
-    for _ in range(5):
+    for _ in range(9):
         t0 = time.perf_counter(); model(a=a, b=b); ts.append((time.perf_counter() - t0) * 1e6)
     out[sid] = [statistics.median(ts), min(ts), max(ts)]
 picks = {}
@@ -220,7 +220,9 @@ def test_dispatcher_of_two_variants_passes_the_harness_and_is_never_slower_than_
         path = tmp_path / f"{vid}.py"
         path.write_text(src)
         got = _time_on_cpu(path, sizes)["times"]
-        variants.append(Timed(vid, src, {s: t[0] for s, t in got.items()}, {s: (t[1], t[2]) for s, t in got.items()}))
+        # the minimum of 9: on 2 shared CPU cores a median of a few samples can carry another job's
+        # work (CI once measured a 6x fixture at 1.9x by its median)
+        variants.append(Timed(vid, src, {s: t[1] for s, t in got.items()}, {s: (t[1], t[2]) for s, t in got.items()}))
     small, large = variants
     # the fixtures are what they claim: each is the slower one where the other repeats nothing
     assert small.times["0"] * 2 < large.times["0"] and large.times["2"] * 2 < small.times["2"]
@@ -239,7 +241,7 @@ def test_dispatcher_of_two_variants_passes_the_harness_and_is_never_slower_than_
         best = min(v.times[s] for v in variants)
         worst = max(v.times[s] for v in variants)
         # 2 shared CPU cores: the margin is wide, but far under the 6x of the wrong variant
-        assert got["times"][s][0] < 2.0 * best < worst, (s, got["times"][s], best, worst)
+        assert got["times"][s][1] < 2.0 * best < worst, (s, got["times"][s], best, worst)
 
 
 def test_loop_dispatch_round_evaluates_the_dispatcher_and_reports_it(tmp_path):
