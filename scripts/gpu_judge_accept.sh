@@ -3,8 +3,11 @@
 # (AKA_T_<PART>; 0 skips a part) so that one overrunning never eats the next:
 #   cost_new, cost_old  `aka eval rms_norm rowwise.py --shapes 0..9`, alone, empty cache: the judge/runner
 #                       harness, then the single-process one (.oldaka = `git archive c5eeca1`, carried)
-#   kbcost_new, kbcost_old  `aka kb verify --device cuda --op rms_norm --shapes first --force --jobs 4`,
-#                       alone, empty cache, in each tree (each its own rms_norm kernels)
+#   cost1               `aka eval rms_norm rowwise.py --shapes 0` (one shape: the fixed cost of an
+#                       evaluation), new and old harness alternating, 3 times each, warm caches after the first
+#   kbcost_new, kbcost_old  `aka kb verify --device cuda --op rms_norm --shapes first --force --jobs 1`,
+#                       alone, empty cache, over the same two kernels in both trees (rowwise, chunked_loop:
+#                       the old tree's rms_norm kernels; the new tree's copy keeps only those)
 #   timing              the timing tests (spread, method per shape, graph vs events, parallel evaluations)
 #   par                 the judge's GPU escapes and the whole adversarial suite (pytest -m gpu) beside
 #                       `aka kb verify --device cuda --shapes first --force` over every knowledge-base
@@ -42,10 +45,12 @@ if [[ -d .oldaka/aka ]]; then
   part cost_old "${AKA_T_COST:-70}" bash -c "cd .oldaka && AKA_CACHE_DIR=/tmp/cost-old PYTHONPATH=$OLDPP python3 -m aka.cli eval rms_norm $K --shapes $SH --json '$S/cost_old.json'"
 fi
 if (( H )); then
+  part cost1 "${AKA_T_COST1:-60}" bash -c "bash scripts/cost1.sh '$S/cost1' rms_norm $K 3 | tee '$S/cost1.txt'"
   C=.gl/kbc; rm -rf $C; mkdir -p $C/results; cp -r knowledge_base $C/; cp -r results/kb $C/results/  # a copy: the
+  find $C/knowledge_base/kernels/rms_norm -name '*.py' ! -name rowwise.py ! -name chunked_loop.py -delete
   part kbcost_new "${AKA_T_KBCOST:-50}" env AKA_CACHE_DIR=/tmp/kbc-new python3 -m aka.cli kb verify --device cuda \
-    --kb $C/knowledge_base --op rms_norm --shapes first --force --jobs 4   # committed results stay as they are
-  [[ -d .oldaka/aka ]] && part kbcost_old "${AKA_T_KBCOST:-50}" bash -c "cd .oldaka && AKA_CACHE_DIR=/tmp/kbc-old PYTHONPATH=$OLDPP python3 -m aka.cli kb verify --device cuda --op rms_norm --shapes first --force --jobs 4"
+    --kb $C/knowledge_base --op rms_norm --shapes first --force --jobs 1   # committed results stay as they are
+  [[ -d .oldaka/aka ]] && part kbcost_old "${AKA_T_KBCOST:-50}" bash -c "cd .oldaka && AKA_CACHE_DIR=/tmp/kbc-old PYTHONPATH=$OLDPP python3 -m aka.cli kb verify --device cuda --op rms_norm --shapes first --force --jobs 1"
   export AKA_GPU_RESULTS=$S/gpu_results.jsonl
   part timing "${AKA_T_TIMING:-70}" python3 -m pytest -m gpu -q -p no:cacheprovider --junitxml="$S/junit_timing.xml" \
     "tests/gpu/test_measurement_gpu.py::test_same_kernel_timed_twice_agrees" \

@@ -557,3 +557,25 @@ def test_outlier_injection_is_cheap_seeded_and_scales_a_thousandth_of_the_elemen
     assert 95 <= hit <= 100 and set(a["x"].unique().tolist()) == {1.0, 50.0}  # a repeat scales once
     assert torch.equal(a["x"], b["x"]) and torch.equal(a["w"], torch.ones(1000))
     assert torch.equal(a["ids"], torch.arange(10))
+
+
+def test_runner_cache_is_seeded_with_copies_of_the_judges_driver_module_only(tmp_path):
+    """A runner's own Triton cache starts with Triton's driver module from the judge's cache, as a
+    copy (a runner overwriting it leaves the judge's intact); nothing else the judge compiled comes
+    along, and an entry the runner already has is left as it is."""
+    from aka.evaluate.confine import seed_driver_utils
+    trusted, mine = tmp_path / "judge", tmp_path / "runner"
+    (trusted / "k1").mkdir(parents=True)
+    (trusted / "k1" / "cuda_utils.cpython-312-x86_64-linux-gnu.so").write_bytes(b"judge-built")
+    (trusted / "k2").mkdir()
+    (trusted / "k2" / "__triton_launcher.so").write_bytes(b"launcher")
+    (trusted / "k3").mkdir()
+    (trusted / "k3" / "_rms_kernel.cubin").write_bytes(b"kernel")
+    assert seed_driver_utils(trusted, mine) == 1
+    got = mine / "k1" / "cuda_utils.cpython-312-x86_64-linux-gnu.so"
+    assert got.read_bytes() == b"judge-built" and not (mine / "k2").exists() and not (mine / "k3").exists()
+    assert got.stat().st_ino != (trusted / "k1" / got.name).stat().st_ino
+    got.write_bytes(b"runner-overwrote")
+    assert (trusted / "k1" / got.name).read_bytes() == b"judge-built"
+    assert seed_driver_utils(trusted, mine) == 0 and got.read_bytes() == b"runner-overwrote"
+    assert seed_driver_utils(tmp_path / "absent", mine) == 0

@@ -109,6 +109,46 @@ def early_runner(spec_path: str):
     return spec, runner_factory(spec, os.path.dirname(spec_path))(None)
 
 
+DRIVER_UTILS = "cuda_utils"
+
+
+def seed_driver_utils(trusted: Path, runner_cache: Path) -> int:
+    """Copy Triton's compiled driver module (cuda_utils, built from Triton's own source, the same for
+    every candidate) from the judge's cache into a runner's own cache, so that a runner does not
+    rebuild it with the C compiler at its start, once per candidate (each candidate has its own
+    cache). Copies, never links: a runner may overwrite what is in its cache, and a hard link would
+    write through to the judge's. Launchers and kernels are not seeded: they are built for the
+    candidate's kernels, in its own cache. Returns the number of entries copied."""
+    n = 0
+    try:
+        entries = [p for p in trusted.glob(f"*/{DRIVER_UTILS}*") if p.is_file() and not p.is_symlink()]
+    except OSError:
+        return 0
+    for src in entries:
+        dst = runner_cache / src.parent.name / src.name
+        if dst.exists():
+            continue
+        try:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dst.with_name(dst.name + f".{os.getpid()}.tmp")
+            shutil.copyfile(src, tmp)
+            os.replace(tmp, dst)
+            n += 1
+        except OSError:
+            continue
+    return n
+
+
+def build_driver_utils() -> None:
+    """In the judge (which never imports candidate code): have Triton build its driver module in the
+    judge's own cache, where seed_driver_utils finds it for the next runners."""
+    try:
+        import triton
+        triton.runtime.driver.active.utils  # noqa: B018 - the attribute's first read builds the module
+    except Exception:  # noqa: BLE001 - a runner then builds its own, as before
+        pass
+
+
 def runner_factory(spec: EvalSpec, judge_dir: str):
     """A callable the judge calls once, at the import stage, to start its runner."""
     def start(judge) -> RunnerClient:
@@ -128,6 +168,7 @@ def runner_factory(spec: EvalSpec, judge_dir: str):
             h = hashlib.sha256(Path(spec.candidate).read_bytes()).hexdigest()[:16]
             tc = cache_root / "runner-triton" / h
             tc.mkdir(parents=True, exist_ok=True)
+            seed_driver_utils(Path(os.environ.get("TRITON_CACHE_DIR", cache_root / "triton")), tc)
             env["TRITON_CACHE_DIR"] = str(tc)
             writable.append(str(tc))
         prefix, info = confine_prefix(writable, hidden_paths(spec, cache_root), spec.device, spec.settings.runner_user)

@@ -44,6 +44,32 @@ import traceback  # noqa: E402
 
 import torch  # noqa: E402
 
+
+def _start_cuda_early(spec) -> threading.Thread | None:
+    """Create the judge's CUDA context and cuBLAS handle on a thread while the runner starts: left
+    lazy, both were made at the first stage's reference, after the runner was ready, in series with
+    it (on the H200 the one-shape evaluation paid for two CUDA start-ups one after the other). The
+    first CUDA call of the main thread waits on torch's own init lock."""
+    if spec is None or not str(spec.device).startswith("cuda"):
+        return None
+
+    def init() -> None:
+        try:
+            torch.cuda.init()
+            torch.empty(1, device=spec.device)
+            torch.cuda.current_blas_handle()
+        except Exception:  # noqa: BLE001 - the first stage that needs CUDA reports what is wrong
+            return
+        from aka.evaluate.confine import build_driver_utils
+        build_driver_utils()   # for the next evaluations' runners (this one's started already)
+    t = threading.Thread(target=init, name="judge-cuda-init", daemon=True)
+    t.start()
+    return t
+
+
+if __name__ == "__main__" and globals().get("_EARLY") is not None:
+    _CUDA_INIT = _start_cuda_early(_EARLY[0])
+
 from aka.evaluate import compare as cmp
 from aka.evaluate.channel import Arena
 from aka.evaluate.failures import trim

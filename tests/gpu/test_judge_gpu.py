@@ -60,3 +60,26 @@ def test_large_inputs_reach_the_runner_whole(op, shape, record):
     res = evaluate(op, path, shapes=shape, config=EvalConfig(device="cuda", seed=7, timing=False))
     record("judge_large_inputs", op=op, shape=shape, status=res.status, reason=res.reason[:300])
     assert res.status == "pass", res.reason
+
+
+def test_a_second_candidates_runner_starts_with_the_judges_driver_module(tmp_path, monkeypatch, record):
+    """After one evaluation the judge's own Triton cache holds Triton's driver module; the runner of
+    the next, different candidate finds a copy in its own (fresh) cache instead of compiling it, and
+    both candidates pass."""
+    import hashlib
+    from aka.evaluate.api import evaluate
+    monkeypatch.setenv("AKA_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+    src = HONEST.read_text()
+    walls = []
+    for k in (1, 2):
+        path = tmp_path / f"honest{k}.py"
+        path.write_text(src + f"\n# copy {k}: another source, so another runner cache\n")
+        res = evaluate(PROBLEM, path, shapes="0", config=EvalConfig(device="cuda", seed=7, timing=False))
+        assert res.status == "pass", res.reason
+        walls.append(res.wall_s)
+    judge_has = sorted((tmp_path / "cache" / "triton").glob("*/cuda_utils*"))
+    h2 = hashlib.sha256((tmp_path / "honest2.py").read_bytes()).hexdigest()[:16]
+    runner_has = sorted((tmp_path / "cache" / "runner-triton" / h2).glob("*/cuda_utils*"))
+    record("judge_seeded_driver", judge=[p.name for p in judge_has], runner=[p.name for p in runner_has], walls=walls)
+    assert judge_has and {p.parent.name for p in judge_has} & {p.parent.name for p in runner_has}
