@@ -45,30 +45,40 @@ import traceback  # noqa: E402
 import torch  # noqa: E402
 
 
-def _start_cuda_early(spec) -> threading.Thread | None:
-    """Create the judge's CUDA context and cuBLAS handle on a thread while the runner starts: left
-    lazy, both were made at the first stage's reference, after the runner was ready, in series with
-    it (on the H200 the one-shape evaluation paid for two CUDA start-ups one after the other). The
-    first CUDA call of the main thread waits on torch's own init lock."""
-    if spec is None or not str(spec.device).startswith("cuda"):
+def _warm_up(spec) -> threading.Thread | None:
+    """What the judge needs later, made on a thread while its runner starts (the judge waits for it):
+    on a GPU its CUDA context and cuBLAS handle (left lazy, both were made at the first reference,
+    after the runner was ready, in series with it), then torch._dynamo, which the cost stage's
+    FlopCounterMode imports on first use (a second, at the end of every evaluation), then Triton's
+    driver module for the next evaluations' runners. The main thread's first use of each waits on
+    torch's init lock or the import lock."""
+    if spec is None:
         return None
+    cuda = str(spec.device).startswith("cuda")
 
     def init() -> None:
+        if cuda:
+            try:
+                torch.cuda.init()
+                torch.empty(1, device=spec.device)
+                torch.cuda.current_blas_handle()
+            except Exception:  # noqa: BLE001 - the first stage that needs CUDA reports what is wrong
+                return
         try:
-            torch.cuda.init()
-            torch.empty(1, device=spec.device)
-            torch.cuda.current_blas_handle()
-        except Exception:  # noqa: BLE001 - the first stage that needs CUDA reports what is wrong
-            return
-        from aka.evaluate.confine import build_driver_utils
-        build_driver_utils()   # for the next evaluations' runners (this one's started already)
-    t = threading.Thread(target=init, name="judge-cuda-init", daemon=True)
+            import torch._dynamo  # noqa: F401
+            import torch.utils.flop_counter  # noqa: F401
+        except Exception:  # noqa: BLE001 - imported again, and reported, where it is used
+            pass
+        if cuda:
+            from aka.evaluate.confine import build_driver_utils
+            build_driver_utils()   # for the next evaluations' runners (this one's started already)
+    t = threading.Thread(target=init, name="judge-warm-up", daemon=True)
     t.start()
     return t
 
 
 if __name__ == "__main__" and globals().get("_EARLY") is not None:
-    _CUDA_INIT = _start_cuda_early(_EARLY[0])
+    _WARM = _warm_up(_EARLY[0])
 
 from aka.evaluate import compare as cmp
 from aka.evaluate.channel import Arena
