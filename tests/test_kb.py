@@ -301,6 +301,18 @@ def test_tokenize_keeps_identifiers_whole_and_split():
     assert "the" not in t and "with" not in t
 
 
+def test_tokenize_folds_spellings_of_one_thing_on_both_sides():
+    """Synonyms, K units, µs and British spellings meet their other spellings: the same rule runs
+    over the notes and the query, so `float8_e4m3fn` in a note matches `e4m3` in a question."""
+    assert "e4m3" in tokenize("cast to torch.float8_e4m3fn") and "fp8" in tokenize("a float8 cache")
+    assert {"rms", "norm"} <= set(tokenize("RMSNorm")) and "norm" in tokenize("normalisation")
+    assert "32768" in tokenize("32k context") and "32k" in tokenize("32768 tokens")
+    assert {"4096", "14336"} <= set(tokenize("a 4096x14336 weight"))
+    assert "us" in tokenize("3 µs per launch") and "us" in tokenize("3 microseconds")
+    assert tokenize("specialisation behaviour") == tokenize("specialization behavior")
+    assert "7" not in tokenize("7168") and tokenize("fp8 e4m3 0.02") == ["fp8", "e4m3", "0.02", "0", "02"]
+
+
 def test_bm25_scores_by_hand():
     docs = [["spill", "register"], ["spill", "spill", "launch", "graph", "x", "y"], ["launch"]]
     bm = BM25(docs, k1=1.2, b=0.75)
