@@ -678,6 +678,13 @@ def test_cli_query_and_eval(built, capsys, tmp_path):
     assert main(["kb", "eval", "--kb", str(built.root), "--cache", str(built.cache), "--queries", str(q),
                  "--heldout", str(held), "--out", str(report)]) == 0
     assert "## Held-out set: " in report.read_text()
+    held2 = tmp_path / "held2.yaml"  # a second held-out file: its own section, after the first
+    held2.write_text('queries:\n- q: "graph replay for decode"\n  relevant: [triton/launch]\n')
+    assert main(["kb", "eval", "--kb", str(built.root), "--cache", str(built.cache), "--queries", str(q),
+                 "--heldout", str(held), "--heldout", str(held2), "--out", str(report)]) == 0
+    text = report.read_text()
+    assert text.index("## Held-out set: " + str(held)) < text.index("## Held-out set: " + str(held2))
+    assert "graph replay for decode" not in text and "launch cost of a small kernel" not in text
     dev = tmp_path / "dev.yaml"
     dev.write_text('queries:\n- q: "softmax row read three times"\n  relevant: [ops/softmax]\n  kind: symptom\n')
     capsys.readouterr()

@@ -6,6 +6,8 @@ from pathlib import Path
 
 # dev sets, each reported apart: symptom queries, and queries whose answers are kernel files
 DEV_FILES = ("dev_queries.yaml", "dev_kernel_queries.yaml")
+# held-out sets, each reported apart (aggregates only): written by different people at different times
+HELDOUT_FILES = ("heldout_queries.yaml", "heldout2_queries.yaml")
 
 
 def add_parser(sub) -> None:
@@ -41,9 +43,10 @@ def add_parser(sub) -> None:
     e = ks.add_parser("eval", help="recall@5, MRR and top-1 of the three rankers on the labelled queries")
     common(e)
     e.add_argument("--queries", default=None, help="tuning queries (default: knowledge_base/queries.yaml)")
-    e.add_argument("--heldout", default=None,
-                   help="held-out queries, reported apart (default: heldout_queries.yaml in the knowledge-base "
-                        "root when it exists; '-' for none)")
+    e.add_argument("--heldout", default=None, action="append",
+                   help="held-out queries, reported apart; repeat for several files, each its own section "
+                        f"(default: those of {', '.join(HELDOUT_FILES)} in the knowledge-base root that exist; "
+                        "'-' for none)")
     e.add_argument("--dev", default=None, action="append",
                    help="dev queries, reported apart; repeat for several files (default: those of "
                         f"{', '.join(DEV_FILES)} in the knowledge-base root that exist; '-' for none)")
@@ -188,12 +191,12 @@ def cmd_eval(args) -> int:
         if not path.exists():
             raise UserError(f"no dev query file at {path}")
         extra.append(("dev", path))
-    given = args.heldout
-    path = None if given == "-" else Path(given) if given else _root(args) / evalset.DEFAULT_HELDOUT.name
-    if path is not None and given and not path.exists():
-        raise UserError(f"no held-out query file at {path}")
-    if path is not None and path.exists():
-        extra.append(("held-out", path))
+    if not args.heldout:
+        extra += [("held-out", _root(args) / n) for n in HELDOUT_FILES if (_root(args) / n).exists()]
+    for given in (h for h in args.heldout or [] if h != "-"):
+        if not Path(given).exists():
+            raise UserError(f"no held-out query file at {given}")
+        extra.append(("held-out", Path(given)))
     try:  # a bad query file or label: one line, exit 2 (queries are read before the slow build)
         sets = [evalset.QuerySet("tuning", _shown(args.queries or evalset.DEFAULT_QUERIES),
                                  evalset.load_queries(args.queries))]

@@ -3,8 +3,9 @@
 Three sets, reported apart: knowledge_base/queries.yaml is the tuning set (written beside the notes
 and used while changing them and the ranker); knowledge_base/dev_queries.yaml, when present, is a
 development set of symptom-style queries labelled before the ranker changes it was used for, so
-its misses may steer work; knowledge_base/heldout_queries.yaml, when present, is held out (written
-by someone who saw the notes but not the tuning set, and never tuned against). The report gives
+its misses may steer work; knowledge_base/heldout_queries.yaml and heldout2_queries.yaml, when
+present, are held out (each written by someone who saw the notes but not the tuning set, never tuned
+against, and each reported in its own section). The report gives
 the held-out set's aggregates only: its per-query misses are withheld so that they cannot steer
 the notes or the ranker (`aka kb eval --show` withholds them too).
 Per query, the ranking is at note/kernel level (a note ranks where its best chunk ranks):
