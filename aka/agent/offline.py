@@ -9,8 +9,10 @@ The search, one point per proposal, never the same point twice:
 1. Until something passes: each family at its defaults, best recorded first: the families whose
    `aka kb verify` result on this kind of device is current and passing and covers the task's
    shapes, by that result's objective over the task's shapes (the knowledge base has measured
-   them: the search starts from its best); then the rest in file order (on the CPU, where no
-   result carries timings, file order throughout).
+   them: the search starts from its best); a family whose result covers only some shapes ranks
+   among them by an estimate (estimate_partial: its ratio to a measured family on the shapes both
+   have); then the rest in file order (on the CPU, where no result carries timings, file order
+   throughout).
 2. Then coordinate moves around the best point of the focus family (the parent's family unless a
    dropout moved the focus): one parameter one step along its declared list. Moves are ranked by
    the parent's roofline signal:
@@ -195,11 +197,10 @@ def shape_guidance(shape, task) -> tuple[str, str]:
     return "large-mem", f"shape {shape.id} large and memory-bound (sol {shape.sol_fraction:.2f})"
 
 
-def recorded_objective(kernel: Path, op: str, device: str, shape_ids: list[str],
-                       weights: dict[str, float]) -> float | None:
-    """The objective (aka/objective.py) over `shape_ids` of `op` that the kernel's current, passing
-    `aka kb verify` result on `device`'s kind records (timed by today's method); None without one
-    covering them all, or when the kernel is another op's (a category match)."""
+def recorded_sol(kernel: Path, op: str, device: str) -> dict[str, float] | None:
+    """Shape id -> sol_fraction of the kernel's current, passing `aka kb verify` result on `device`'s
+    kind (timed by today's method); None without one, or when the kernel is another op's (a
+    category match). The result may cover only some shapes (`--shapes first`)."""
     from aka.kb.verify import kernel_op, read_results, source_hash
     kind = device.split(":")[0]
     e = read_results(kernel).get("devices", {}).get(kind) or {}
@@ -209,8 +210,41 @@ def recorded_objective(kernel: Path, op: str, device: str, shape_ids: list[str],
         from aka.evaluate.timing import BASELINE_METHOD
         if e.get("timing_method") != BASELINE_METHOD:
             return None
-    by_id = {str(s.get("id")): s.get("sol_fraction") for s in e.get("shapes") or []}
+    return {str(s.get("id")): s.get("sol_fraction") for s in e.get("shapes") or [] if s.get("sol_fraction")}
+
+
+def recorded_objective(kernel: Path, op: str, device: str, shape_ids: list[str],
+                       weights: dict[str, float]) -> float | None:
+    """The objective (aka/objective.py) over `shape_ids` of `op` that the kernel's recorded result
+    (recorded_sol) gives; None without one covering them all."""
+    by_id = recorded_sol(kernel, op, device)
+    if by_id is None:
+        return None
     return objective([by_id.get(i) for i in shape_ids], [weights.get(i, 1.0) for i in shape_ids])
+
+
+def estimate_partial(records: list[dict | None], scored: list[float | None]) -> list[tuple[float, int, float, list] | None]:
+    """For each kernel without an objective over the task (scored None) whose record covers some
+    shapes: an estimate, the objective of the best kernel that is measured over the task and on
+    some of the same shapes, times the ratio of the two kernels' geomeans over the shapes both
+    have; with the reference kernel's index, for the proposer's reason. A kernel verified on one
+    shape (`kb verify --shapes first`) ranks by what it was measured to do against a measured
+    neighbour, instead of after every kernel with an all-shape result. Each is (estimated objective,
+    reference index, ratio, shared shape ids): a ranking key, not a measurement (a ratio measured at a
+    small shape can put it above 1)."""
+    from aka.evaluate.stats import geomean
+    full = sorted((i for i, v in enumerate(scored) if v is not None), key=lambda i: -scored[i])
+    out: list[tuple[float, int, float, list] | None] = [None] * len(records)
+    for j, rec in enumerate(records):
+        if scored[j] is not None or not rec:
+            continue
+        for i in full:
+            shared = sorted(set(rec) & set(records[i] or {}))
+            if shared:
+                ratio = geomean([rec[s] for s in shared]) / geomean([records[i][s] for s in shared])
+                out[j] = (scored[i] * ratio, i, ratio, shared)
+                break
+    return out
 
 
 class OfflineProposer:
@@ -230,6 +264,7 @@ class OfflineProposer:
         self.focus: str | None = None
         self._switch = False
         self._ranked: list[Family] | None = None
+        self.estimates: dict[str, tuple[float, str, list]] = {}  # family -> (ratio, measured reference, shapes)
         where = {"op": f"for {problem.name}", "category": f"of category {problem.category} (none for {problem.name})",
                  "none": f"for {problem.name}: none found"}[self.how]
         self.banner = (f"offline proposer: no LLM; searching {len(self.families)} knowledge-base kernels {where} "
@@ -271,9 +306,14 @@ class OfflineProposer:
         if self._ranked is None and not self.use_records:
             self._ranked = list(self.families)
         if self._ranked is None:
-            scored = [recorded_objective(f.path, ctx.problem.name, ctx.device, ctx.task.ids, ctx.task.weights)
-                      for f in self.families]
-            order = sorted(range(len(self.families)), key=lambda i: (scored[i] is None, -(scored[i] or 0.0), i))
+            records = [recorded_sol(f.path, ctx.problem.name, ctx.device) for f in self.families]
+            scored = [objective([r.get(i) for i in ctx.task.ids], [ctx.task.weights.get(i, 1.0) for i in ctx.task.ids])
+                      if r is not None else None for r in records]
+            est = estimate_partial(records, scored)
+            self.estimates = {self.families[j].id: (e[2], self.families[e[1]].id, e[3]) for j, e in enumerate(est) if e}
+            rank = [scored[i] if scored[i] is not None else (est[i][0] if est[i] else None)
+                    for i in range(len(self.families))]
+            order = sorted(range(len(self.families)), key=lambda i: (rank[i] is None, -(rank[i] or 0.0), i))
             self._ranked = [self.families[i] for i in order]
         return self._ranked
 
@@ -281,7 +321,10 @@ class OfflineProposer:
         untried_fams = [f for f in self._by_record(ctx) if _key(f.id, f.defaults) not in tried]
         if not passing:
             for f in untried_fams:
-                yield f, dict(f.defaults), None, "defaults (nothing passes yet)"
+                est = self.estimates.get(f.id)
+                yield f, dict(f.defaults), None, "defaults (nothing passes yet)" + (
+                    f"; ranked by its partial record: {est[0]:.2f}x the sol of {est[1]} on shape(s) "
+                    f"{','.join(est[2])}" if est else "")
         if self.dispatch and passing and not ctx.device.startswith("cpu"):
             for f in untried_fams:
                 yield f, dict(f.defaults), None, "defaults (a family may win shapes of its own)"
