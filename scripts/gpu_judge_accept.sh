@@ -12,7 +12,9 @@
 #   par                 the judge's GPU escapes and the whole adversarial suite (pytest -m gpu) beside
 #                       `aka kb verify --device cuda --shapes first --force` over every knowledge-base
 #                       kernel (a copy of knowledge_base/ and results/ under .gl/kbv, so the committed
-#                       all-shape results are not overwritten); the kernels without an H200 result first
+#                       all-shape results are not overwritten); the kernels without an H200 result first.
+#                       AKA_KBV_SHAPES (default first), AKA_KBV_OPS (a comma list; default every op),
+#                       AKA_KBV_TIMEOUT (per kernel, default 200 s) choose what it verifies
 # Everything lands in $OUT/judge.tgz.
 #   before: bash scripts/pre_device.sh; git archive c5eeca1 | (mkdir -p .oldaka && tar x -C .oldaka)
 #   device: bash scripts/gpu_judge_accept.sh          (carry .gpucache, .whl, .oldaka)
@@ -63,8 +65,10 @@ if (( H )); then
     --junitxml="$S/junit_judge.xml" tests/gpu/test_judge_gpu.py tests/test_adversarial.py &
   # kb verify on a copy; the kernels with no committed H200 result go first (--missing-first)
   V=.gl/kbv; rm -rf $V; mkdir -p $V/results; cp -r knowledge_base $V/; cp -r results/kb $V/results/
+  KO=(); [[ -n "${AKA_KBV_OPS:-}" ]] && KO=(--op "$AKA_KBV_OPS")
   part par_kbverify $(( TP - 5 )) env AKA_CACHE_DIR=/tmp/kbv-cache python3 -m aka.cli kb verify --device cuda \
-    --kb $V/knowledge_base --shapes first --force --jobs "${AKA_KB_JOBS:-5}" --timeout 200 --missing-first &
+    --kb $V/knowledge_base --shapes "${AKA_KBV_SHAPES:-first}" --force --jobs "${AKA_KB_JOBS:-5}" \
+    --timeout "${AKA_KBV_TIMEOUT:-200}" --missing-first "${KO[@]}" &
   wait
   tar czf "$S/kbverify_results.tgz" -C $V results
   unset AKA_GPU_RESULTS
