@@ -217,7 +217,11 @@ def recorded_objective(kernel: Path, op: str, device: str, shape_ids: list[str],
                        weights: dict[str, float]) -> float | None:
     """The objective (aka/objective.py) over `shape_ids` of `op` that the kernel's recorded result
     (recorded_sol) gives; None without one covering them all."""
-    by_id = recorded_sol(kernel, op, device)
+    return _over(recorded_sol(kernel, op, device), shape_ids, weights)
+
+
+def _over(by_id: dict[str, float] | None, shape_ids: list[str], weights: dict[str, float]) -> float | None:
+    """The objective of a record's per-shape values over `shape_ids`; None without all of them."""
     if by_id is None:
         return None
     return objective([by_id.get(i) for i in shape_ids], [weights.get(i, 1.0) for i in shape_ids])
@@ -307,8 +311,7 @@ class OfflineProposer:
             self._ranked = list(self.families)
         if self._ranked is None:
             records = [recorded_sol(f.path, ctx.problem.name, ctx.device) for f in self.families]
-            scored = [objective([r.get(i) for i in ctx.task.ids], [ctx.task.weights.get(i, 1.0) for i in ctx.task.ids])
-                      if r is not None else None for r in records]
+            scored = [_over(r, ctx.task.ids, ctx.task.weights) for r in records]
             est = estimate_partial(records, scored)
             self.estimates = {self.families[j].id: (e[2], self.families[e[1]].id, e[3]) for j, e in enumerate(est) if e}
             rank = [scored[i] if scored[i] is not None else (est[i][0] if est[i] else None)

@@ -45,15 +45,13 @@ import traceback  # noqa: E402
 import torch  # noqa: E402
 
 
-def _warm_up(spec) -> threading.Thread | None:
+def _warm_up(spec) -> threading.Thread:
     """What the judge needs later, made on a thread while its runner starts (the judge waits for it):
     on a GPU its CUDA context and cuBLAS handle (left lazy, both were made at the first reference,
     after the runner was ready, in series with it), then torch._dynamo, which the cost stage's
     FlopCounterMode imports on first use (a second, at the end of every evaluation), then Triton's
     driver module for the next evaluations' runners. The main thread's first use of each waits on
     torch's init lock or the import lock."""
-    if spec is None:
-        return None
     cuda = str(spec.device).startswith("cuda")
 
     def init() -> None:

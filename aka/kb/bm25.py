@@ -28,10 +28,6 @@ not no do does can will you your we our one per each""".split())
 # 0.959/0.941/0.892, dev 0.941/0.846/0.765 -> 0.931/0.873/0.804, kernel dev 0.842/0.625/0.425 ->
 # 0.921/0.667/0.475. Suffix stripping beyond plurals (-ing, -ed, -ation, -er, final e) and camelCase
 # splitting were tried and lowered them, so they are not here.
-SYNONYMS = True     # SYNONYM: an engineering term's other names folded to one
-NUMBERS = True      # a power-of-two count in K units: `32k` also as 32768, `32768` also as 32k
-BRITISH = True      # -ise/-isation to -ize/-ization, -our to -or
-
 # Other names of one thing, each folded to the words on the left (before the plural rule). Only
 # true equivalents: names of one dtype, unit, abbreviation or spelling; never related ideas.
 SYNONYM_GROUPS = {
@@ -83,7 +79,7 @@ def _stem(w: str) -> str:
         w = w[:-3] + "y"
     elif len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
         w = w[:-1]
-    if BRITISH and len(w) > 5 and w.isalpha():
+    if len(w) > 5 and w.isalpha():   # British -ise/-isation/-our to -ize/-ization/-or
         w = _BRIT.sub(r"iz\1", w)
         if w.endswith("our"):
             w = w[:-3] + "or"
@@ -98,22 +94,21 @@ def _words(text: str) -> list[str]:
 def _expand(p: str) -> list[str]:
     """One word part -> its tokens: a synonym's canonical words, else the part stemmed (and a
     number in both K-unit spellings)."""
-    if SYNONYMS and p in SYNONYM:
+    if p in SYNONYM:
         return SYNONYM[p].split()
     out = [_stem(p)]
-    if NUMBERS:
-        m = _KUNIT.match(p)
-        if m:
-            out.append(str(int(m.group(1)) * 1024))
-        elif p.isdigit() and len(p) >= 4 and int(p) % 1024 == 0 and int(p) // 1024 < 10000:
-            out.append(f"{int(p) // 1024}k")
+    m = _KUNIT.match(p)   # a power-of-two count in K units: `32k` also as 32768, `32768` also as 32k
+    if m:
+        out.append(str(int(m.group(1)) * 1024))
+    elif p.isdigit() and len(p) >= 4 and int(p) % 1024 == 0 and int(p) // 1024 < 10000:
+        out.append(f"{int(p) // 1024}k")
     return out
 
 
 def tokenize(text: str) -> list[str]:
     out = []
     for w in _words(text):
-        if SYNONYMS and w in SYNONYM:   # float8_e4m3fn, kv-cache: the whole word is a synonym
+        if w in SYNONYM:   # float8_e4m3fn, kv-cache: the whole word is a synonym
             out += SYNONYM[w].split()
             continue
         parts = [p for p in _PARTS.split(w) if p]
