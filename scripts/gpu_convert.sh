@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `aka convert` acceptance on one GPU host (H200): the bundled benchmark with the offline proposer
 # through the local executor, and the Llama block at its realistic size (Llama-3.1-8B dimensions,
-# 512 tokens, bf16), converted, applied and checked. Written for the device machine; not yet run.
+# 512 tokens, bf16), converted, applied, checked and timed end to end (eager, torch.compile, patched;
+# CUDA graph replay for all).
 #
 #   device: bash scripts/gpu_convert.sh MODE...      MODE: bench | llama | report | all (default all)
 #   then, here: mkdir -p /tmp/gc && tar xzf <files_at>/convert.tgz -C /tmp/gc
@@ -69,9 +70,10 @@ PY
   else LL=(model="scripted:$W/llama_replies.json" iters=1 ops=rmsnorm,rotary_embedding,silu_and_mul); fi  # one reply each
   step "$W/llama.log" python3 -m aka.cli convert "model:$F" library="$CONV/llama" device=cuda "${LL[@]}" \
     jobs-per-gpu="$JPG" timeout="$OP_TIMEOUT" retrieval.backend=files
-  # the patched block against the original, within the converted ops' tolerances
+  # the patched block against the original, within the converted ops' tolerances, then its
+  # end-to-end time against eager and torch.compile of the original block (CUDA graphs for all)
   step "$W/llama_apply.log" python3 -m aka.cli convert apply "$F" --library "$CONV/llama" --device cuda \
-    --json "$W/llama_patch.json"
+    --time --json "$W/llama_patch.json"
 fi
 if [[ $modes == *" bench "* || $modes == *" all "* ]]; then
   # largest time share first (bench/weights.json), so a partial library covers the most time

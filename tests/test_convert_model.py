@@ -303,3 +303,34 @@ def test_apply_cli_bad_library_is_a_user_error(tmp_path, monkeypatch):
     args = p.parse_args(["apply", "no_such_module:factory", "--library", str(tmp_path)])
     with pytest.raises(UserError, match="cannot import"):
         args.func(args)
+
+
+def test_apply_time_on_cpu_is_a_user_error_before_any_work(tmp_path, monkeypatch):
+    from aka.errors import UserError
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    p = argparse.ArgumentParser()
+    add_apply_parser(p.add_subparsers(dest="cmd"))
+    # a missing library would be the error if the timing check came after apply: it must come first
+    args = p.parse_args(["apply", BLOCK, "--library", str(tmp_path / "missing"), "--time"])
+    with pytest.raises(UserError, match="--time needs --device cuda"):
+        args.func(args)
+    from aka.convert.apply import ApplyError
+    from aka.convert.e2e import time_model
+    with pytest.raises(ApplyError, match="needs a CUDA GPU"):
+        time_model(BLOCK, str(tmp_path), "cpu")
+
+
+def test_e2e_input_sets_keep_integers_and_draw_new_floats_of_the_same_spread():
+    from aka.convert.e2e import _fresh_sets, _set_count
+    x = torch.randn(64, 32) * 3 + 1
+    pos = torch.arange(64)
+    sets = _fresh_sets({"x": x, "positions": pos}, 4, seed=0)
+    assert len(sets) == 4 and sets[0]["x"] is x
+    for s in sets[1:]:
+        assert s["positions"] is pos                    # shared control values, as the benchmark's sets
+        assert not torch.equal(s["x"], x) and s["x"].shape == x.shape and s["x"].dtype == x.dtype
+        assert abs(float(s["x"].std()) - 3.0) < 0.5 and abs(float(s["x"].mean()) - 1.0) < 0.5
+    assert not torch.equal(sets[1]["x"], sets[2]["x"])
+    # enough sets that together they are 3x the L2, at least 2
+    assert _set_count({"x": torch.empty(1 << 20, dtype=torch.uint8)}, 50 << 20) == 150
+    assert _set_count({"x": torch.empty(1 << 30, dtype=torch.uint8)}, 50 << 20) == 2

@@ -336,6 +336,9 @@ def add_apply_parser(sub) -> None:
     p.add_argument("--device", default="cpu", help="device the factory builds the model on (default cpu)")
     p.add_argument("--json", default=None, help="write the PatchReport JSON here")
     p.add_argument("--remaining", action="store_true", help="profile the patched model: the fallbacks left")
+    p.add_argument("--time", action="store_true",
+                   help="GPU: end-to-end time of the original (eager, torch.compile) and the patched model, "
+                        "CUDA graph replay (aka/convert/e2e.py)")
     p.set_defaults(func=cmd_apply)
 
 
@@ -344,6 +347,9 @@ def cmd_apply(args) -> int:
     from aka.errors import UserError
     from aka.convert.fallbacks import call_factory
     import sys
+    if args.time and not args.device.startswith("cuda"):
+        raise UserError("--time needs --device cuda: the end-to-end timing replays CUDA graphs "
+                        "(on CPU, apply checks the outputs only)")
     if args.device == "cpu" and "triton" not in sys.modules:
         # before anything imports triton; in a process that already has it (a test run, a notebook)
         # the switch would come too late for these kernels and would leak into later compiles
@@ -365,6 +371,16 @@ def cmd_apply(args) -> int:
         left = group(trace, f"patched:{args.factory}", 1, calls, names)
         print("fallbacks left in the patched model:\n" + table(left))
         out["remaining"] = [g.to_json() for g in left]
+    if args.time:
+        if not report.ok:
+            raise UserError("the patched model failed its check: its time would not be the same model's")
+        from aka.convert.e2e import table, time_model
+        from aka.evaluate.api import _cache_root
+        try:
+            out["e2e"] = time_model(args.factory, args.library, args.device, lock_root=str(_cache_root() / "locks"))
+        except ApplyError as e:
+            raise UserError(str(e)) from None
+        print(table(out["e2e"]))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(out, indent=1, default=str))
