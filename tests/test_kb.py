@@ -622,6 +622,24 @@ def test_verify_order_first_and_reverse(tmp_path):
     calls.clear()
     verify(root, "cuda", evaluate_fn=run, force=True, timing=False, reverse=True, missing_first=True)
     assert [c[0] for c in calls] == ["softmax", "rms_norm"]  # both have one now: the order stands
+    # --oldest-first: no result first, then the oldest result on this device
+    from aka.kb.verify import results_path
+    for kernel, date in (("rms_norm/rows.py", "2026-01-02T00:00:00+00:00"), ("softmax/online.py", "2026-01-01T00:00:00+00:00")):
+        rp = results_path(root / "kernels" / kernel)
+        rec = json.loads(rp.read_text())
+        rec["devices"]["cuda"]["date"] = date
+        rp.write_text(json.dumps(rec))
+    calls.clear()
+    verify(root, "cuda", evaluate_fn=run, force=True, timing=False, oldest_first=True)
+    assert [c[0] for c in calls] == ["softmax", "rms_norm"]
+    for kernel in ("softmax/online.py",):
+        rp = results_path(root / "kernels" / kernel)
+        rec = json.loads(rp.read_text())
+        del rec["devices"]["cuda"]
+        rp.write_text(json.dumps(rec))
+    calls.clear()
+    verify(root, "cuda", evaluate_fn=run, force=True, timing=False, oldest_first=True)
+    assert [c[0] for c in calls] == ["softmax", "rms_norm"]  # softmax has no cuda result: first, whatever the dates
 
 
 def test_verify_writes_results_and_skips_current(tmp_path):

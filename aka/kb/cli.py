@@ -77,6 +77,9 @@ def add_parser(sub) -> None:
     v.add_argument("--first", default=None, help="comma list of ops whose kernels go first (then the rest)")
     v.add_argument("--missing-first", action="store_true",
                    help="kernels with no result on this device first (then the rest, in order)")
+    v.add_argument("--oldest-first", action="store_true",
+                   help="kernels with no result on this device first, then the oldest results (a partial "
+                        "re-verification after a harness change reaches the stalest verdicts)")
     v.add_argument("--reverse", action="store_true",
                    help="the rest in reverse op order (meets a `bench run` going forward mid-suite, "
                         "so the two share the baseline cache instead of timing the same shapes twice)")
@@ -273,7 +276,7 @@ def cmd_verify(args) -> int:
     out = verify(_root(args), args.device, op=args.op, force=args.force, console=console, shapes=args.shapes,
                  timeout_s=args.timeout, jobs=args.jobs, timing=not args.no_timing,
                  first=[o for o in (args.first or "").split(",") if o], reverse=args.reverse,
-                 missing_first=args.missing_first)
+                 missing_first=args.missing_first, oldest_first=args.oldest_first)
     bad = [(p, s) for p, s in out if s not in ("pass", "skipped")]
     console.print(f"{len(out)} kernels: {sum(s == 'pass' for _, s in out)} pass, "
                   f"{sum(s == 'skipped' for _, s in out)} skipped (current), {len(bad)} not passing")

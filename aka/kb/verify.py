@@ -117,14 +117,16 @@ def write_result(kernel: Path, root: Path, device: str, entry: dict) -> Path:
 def verify(root: Path, device: str, op: str | None = None, force: bool = False, console=None,
            evaluate_fn=None, shapes: str | None = None, timeout_s: float = 900.0, jobs: int = 1,
            timing: bool = True, first: list[str] | None = None, reverse: bool = False,
-           missing_first: bool = False) -> list[tuple[Path, str]]:
+           missing_first: bool = False, oldest_first: bool = False) -> list[tuple[Path, str]]:
     """(kernel, status or 'skipped') for every kernel; each result is written as soon as it is
     known, so an interrupted run keeps its finished kernels. With jobs > 1 several kernels are
     evaluated at once: on one GPU their checks overlap while their timings take turns under the
     harness's GPU lock, so no timing overlaps another evaluation. `shapes` overrides the default
     set (cpu: small, cuda: all); `timing=False` records correctness only; evaluate_fn replaces the
     harness in tests. `first` (op names), `reverse` and `missing_first` (kernels with no result on
-    this device before the rest) only order the work."""
+    this device before the rest) and `oldest_first` (no result, then the oldest result on this device
+    first: a partial re-verification after a harness change reaches the stalest verdicts) only order
+    the work."""
     from concurrent.futures import ThreadPoolExecutor
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -144,6 +146,9 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
         paths = sorted(paths, key=lambda p: rank.get(p.parent.name, len(rank)))
     if missing_first:  # stable, like `first`
         paths = sorted(paths, key=lambda p: device in (read_results(p).get("devices") or {}))
+    if oldest_first:
+        paths = sorted(paths, key=lambda p: str(((read_results(p).get("devices") or {}).get(device) or {})
+                                                .get("date") or ""))
     cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*cols, console=console, transient=False) as bar:
         task = bar.add_task("verify", total=len(paths))
