@@ -82,9 +82,16 @@ def timing_handlers(state: dict, sync) -> dict:
         fresh inputs and starts its clock: opening hundreds of IPC buffers is not the timed work."""
         keep = []
         try:
-            state["checked"] = ([open_tree(d, fds, keep) for d in msg["outputs"]], keep)
+            bufs = [open_tree(d, fds, keep) for d in msg["outputs"]]
         finally:
             _close(fds)
+        _, impl, _ = state["timer"]
+        # a graph's outputs are its static memory: the copy's pairs are known now, so the timed call
+        # is the replay and one copy launch, not a Python walk over every set's outputs (on the H200,
+        # 256 sets of two outputs under eight parallel evaluations: ~4 ms of host work against 0.3 ms
+        # of replays, and honest microsecond kernels were rejected by the judge's clock)
+        pairs = _pairs(impl.graph_outs, bufs) if impl.graph is not None else None
+        state["checked"] = (bufs, keep, pairs)
         return {"ok": True}
 
     def op_checked(msg, fds):
@@ -92,25 +99,29 @@ def timing_handlers(state: dict, sync) -> dict:
         the judge's buffers in one multi-tensor launch (a copy per output from Python costs more than
         a microsecond kernel: on the H200, 256 of them took 24 ms against 0.3 ms of replays)."""
         timer, impl, _ = state["timer"]
-        bufs, _keep = state["checked"]
+        bufs, _keep, pairs = state["checked"]
         with torch.no_grad():
-            if impl.graph is not None:
+            if pairs is not None:
                 impl.graph.replay()
-                outs = impl.graph_outs
             else:
-                outs = [call(state["cand"], timer.sets[i]) for i in range(len(bufs))]
-            dst, src = [], []
-            for out, b in zip(outs, bufs):
-                flat = dict(flatten_outputs(out))
-                for name, buf in b.items():
-                    t = flat.get(name)
-                    if isinstance(t, torch.Tensor) and tuple(t.shape) == tuple(buf.shape) and t.dtype == buf.dtype:
-                        dst.append(buf)
-                        src.append(t)
-            if dst:
-                torch._foreach_copy_(dst, src)
+                pairs = _pairs([call(state["cand"], timer.sets[i]) for i in range(len(bufs))], bufs)
+            if pairs[0]:
+                torch._foreach_copy_(*pairs)
         sync()
         return {"ok": True}
+
+    def _pairs(outs, bufs):
+        """(destinations, sources): each set's outputs against the judge's buffers for them, by name;
+        an output of another shape or dtype is left out (its buffer keeps its NaN: the check fails)."""
+        dst, src = [], []
+        for out, b in zip(outs, bufs):
+            flat = dict(flatten_outputs(out))
+            for name, buf in b.items():
+                t = flat.get(name)
+                if isinstance(t, torch.Tensor) and tuple(t.shape) == tuple(buf.shape) and t.dtype == buf.dtype:
+                    dst.append(buf)
+                    src.append(t)
+        return dst, src
 
     def op_end(msg, fds):
         state.pop("timer", None)
