@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# One device call (2026-12-03 session): the kernels the judge's clock rejected, re-verified under load
-# (beside the Llama conversion), the Llama block converted, applied and timed end to end, then the
-# ablation grid resumed for what the call has left. Everything lands in $OUT (verify.tgz,
+# One device call (2026-12-02, third call): the kernels the judge's clock rejected, re-verified beside
+# the judge's GPU tests the first call did not reach; then the Llama block converted, applied and timed
+# end to end, alone; then the ablation grid resumed for what the call has left. Everything lands in $OUT (verify.tgz,
 # convert.tgz, exp.tgz).
 #   device: AKA_TOTAL_S=440 bash scripts/gpu_rest.sh     (carry .gpucache, .whl, experiments/runs/h200_dropout_retrieval)
 set -uo pipefail
@@ -10,11 +10,21 @@ cd "$(dirname "$0")/.."
 T0=$(date +%s); TOTAL=${AKA_TOTAL_S:-440}
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 AKA_CACHE_DIR=$PWD/.gpucache
 [[ -s .gpucache/source_sha ]] && export AKA_GIT_SHA=$(cat .gpucache/source_sha)
+if ls .whl/pytest_xdist*.whl >/dev/null 2>&1 && ! python3 -c "import xdist" 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/pytest_xdist*.whl .whl/execnet*.whl \
+    && export PYTHONPATH=$PYTHONPATH:/tmp/site
+fi
 V=.gl/kbv; rm -rf $V; mkdir -p $V/results "$OUT/v"; cp -r knowledge_base $V/; cp -r results/kb $V/results/
 timeout --signal=INT 220 python3 -m aka.cli kb verify --device cuda --kb $V/knowledge_base --op "${AKA_REVERIFY_OPS:-fp8_per_token_quant}" \
   --shapes first --force --jobs 4 --timeout 200 > "$OUT/v/verify.log" 2>&1 &
-AKA_DEADLINE_S=${AKA_LLAMA_S:-260} bash scripts/gpu_convert.sh llama > "$OUT/v/convert.out" 2>&1
+# the judge's GPU tests the first call's budget did not reach, and the crash whose reason was mended
+AKA_GPU_RESULTS=$OUT/v/gpu_results.jsonl timeout --signal=INT 200 python3 -m pytest -m gpu -q -n 4 -p no:cacheprovider -rA \
+  --junitxml="$OUT/v/junit_judge.xml" tests/gpu/test_judge_gpu.py -k "not (rebind_comparator or patch_timer or blind_fallback_logger)" \
+  "tests/test_adversarial.py::test_gpu_verdict[illegal_memory_access]" > "$OUT/v/judge.log" 2>&1
 wait
+echo "[checks wall=$(( $(date +%s) - T0 ))s]" | tee -a "$OUT/v/steps.txt"
+# alone on the GPU: the end-to-end timing must not share it with evaluations outside its lock
+AKA_DEADLINE_S=${AKA_LLAMA_S:-240} bash scripts/gpu_convert.sh llama > "$OUT/v/convert.out" 2>&1
 tar czf "$OUT/verify.tgz" -C "$OUT" v -C "$PWD/$V" results && rm -rf "$OUT/v"
 left=$(( TOTAL - ($(date +%s) - T0) ))
 echo "exp gets ${left}s"

@@ -256,5 +256,12 @@ def test_a_runner_aborted_by_cuda_names_the_cuda_error_not_its_last_stack_frame(
             "Exception raised from c10_cuda_check_implementation at ...\n"
             + "".join(f"frame #{i}: fn{i} + 0x{i:x} (0x1 in libc10.so)\n" for i in range(29)))
     assert _cause_line(tail) == "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
+    # torch's own message, as the runner printed it on the H200: the hints after the error name
+    # "device-side assertions" and must not be taken for the cause
+    torch_msg = ("torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n"
+                 "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
+                 "below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+                 "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n")
+    assert _cause_line(torch_msg) == "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
     assert _cause_line("some\nplain failure\n") == "plain failure"
     assert _cause_line("") == ""

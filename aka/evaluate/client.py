@@ -121,12 +121,20 @@ _CAUSES = ("cuda error", "illegal memory access", "misaligned address", "device-
            "memoryerror", "segmentation fault")
 
 
+# torch's advice after a CUDA error, which names causes without being one ("Compile with
+# `TORCH_USE_CUDA_DSA` to enable device-side assertions": the reason on the H200, 2026-12-02)
+_HINTS = ("torch_use_cuda_dsa", "cuda_launch_blocking", "might be asynchronously reported")
+
+
 def _cause_line(tail: str) -> str:
-    """The last line of a runner's stderr that names a cause, else its last line."""
+    """The line of a runner's stderr that names a cause (the first cause of _CAUSES found, its last
+    line; torch's debugging hints skipped), else its last line."""
     lines = [ln.strip() for ln in tail.strip().splitlines() if ln.strip()]
-    for ln in reversed(lines):
-        if any(c in ln.lower() for c in _CAUSES):
-            return ln
+    causes = [ln for ln in lines if not any(h in ln.lower() for h in _HINTS)]
+    for c in _CAUSES:
+        for ln in reversed(causes):
+            if c in ln.lower():
+                return ln
     return lines[-1] if lines else ""
 
 
