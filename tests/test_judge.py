@@ -31,6 +31,7 @@ EXPECTED = {  # fixture -> (statuses allowed with the static check bypassed, tex
     "forge_result": ({"incorrect", "compile_error", "crashed", "runtime_error"}, ""),
     "write_outside": ({"rejected"}, "write to"),
     "module_reach_spawn": ({"rejected"}, "os.system"),
+    "rebind_harness_global": ({"rejected"}, "aka.evaluate.compare.torch"),
 }
 
 

@@ -74,6 +74,10 @@ class RunnerClient:
             self.violations = [str(x)[:200] for x in v]
             raise StageFailure("rejected", "the candidate tried what a kernel never needs (refused): "
                                + "; ".join(self.violations[:4]), stage)
+        g = reply.get("guards") or []
+        if g:  # every reply carries the runner's guard check: a rebinding in any stage is caught there
+            raise StageFailure("rejected", "candidate replaced functions the harness relies on: "
+                               + ", ".join(map(str, g[:8])), stage)
         return reply
 
     def death(self, why: str) -> str:

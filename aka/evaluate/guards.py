@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import re
+import sys
 import time
 
 import torch
@@ -174,15 +175,46 @@ def _guarded():
     return items
 
 
+# Entries of a module's namespace that Python itself rebinds (a warning raised in the module)
+_VOLATILE = frozenset({"__warningregistry__"})
+
+
+def _namespaces(prefix: str = "aka.") -> list[tuple[str, dict, dict]]:
+    """(name, namespace, copy, closed) of every loaded harness module and of the classes it defines:
+    the names the harness's own code looks up at call time (timing.py's `torch`, a ShapeTimer
+    method). A class is closed (a name added to it counts too); a module is not (importing a
+    submodule adds its name). The runner imports everything it will call before the snapshot."""
+    out = []
+    for name, mod in list(sys.modules.items()):
+        if not (name == prefix.rstrip(".") or name.startswith(prefix)) or mod is None:
+            continue
+        ns = vars(mod)
+        out.append((name, ns, dict(ns), False))
+        for attr, val in list(ns.items()):
+            if isinstance(val, type) and getattr(val, "__module__", None) == name:
+                out.append((f"{name}.{attr}", val.__dict__, dict(val.__dict__), True))
+    return out
+
+
 class Snapshot:
-    """Identity of every function the harness trusts; `changed()` lists the ones replaced."""
+    """Identity of every function the harness trusts and of every name in the harness's own modules
+    and classes; `changed()` lists the ones replaced (found on the H200, 2026-12-02: a candidate
+    rebound `aka.evaluate.timing.torch` and its runner's samples claimed a hundredth of the time)."""
 
     def __init__(self):
         self.items = [(obj, attr, getattr(obj, attr, None)) for obj, attr in _guarded()]
+        self.spaces = _namespaces()
 
     def changed(self) -> list[str]:
         out = []
         for obj, attr, ref in self.items:
             if getattr(obj, attr, None) is not ref:
                 out.append(f"{getattr(obj, '__name__', type(obj).__name__)}.{attr}")
+        missing = object()
+        for name, ns, was, closed in self.spaces:
+            for attr, ref in was.items():
+                if attr not in _VOLATILE and ns.get(attr, missing) is not ref:
+                    out.append(f"{name}.{attr}")
+            if closed and len(ns) != len(was):  # a class gained a method (a module gains submodules)
+                out += [f"{name}.{attr} (added)" for attr in ns if attr not in was]
         return out

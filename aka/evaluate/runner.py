@@ -137,6 +137,9 @@ def serve(chan: Channel, device: str, violations: list, arm) -> None:
     importlib.import_module("torch._dynamo")
     if device.startswith("cuda"):
         importlib.import_module("torch.profiler")
+        # the timing commands' modules, loaded before the snapshot so that their names are guarded too
+        from aka.evaluate.runner_timing import timing_handlers
+        importlib.import_module("aka.evaluate.timing")
     snapshot = Snapshot()
     state: dict = {"keep": []}
     # Bound here as locals (closure cells), not looked up as module globals at call time: a
@@ -245,8 +248,8 @@ def serve(chan: Channel, device: str, violations: list, arm) -> None:
     handlers = {"import": op_import, "build": op_build, "forward": op_forward, "collect": op_collect,
                 "ping": lambda msg, fds: {"ok": True}}
     if device.startswith("cuda"):
-        from aka.evaluate.runner_timing import timing_handlers
         handlers.update(timing_handlers(state, sync))
+    changed = snapshot.changed
     send({"ok": True, "ready": True, "uid": os.getuid()})  # start-up done: what follows is the candidate's time
     while True:
         try:
@@ -266,6 +269,10 @@ def serve(chan: Channel, device: str, violations: list, arm) -> None:
         except BaseException as e:  # noqa: BLE001 - a runner-side error is the candidate's or ours: reported
             reply = {"ok": False, "status": "crashed", "reason": trim(f"runner error in {op}: {type(e).__name__}: {e}")}
         reply["violations"] = list(violations)
+        try:  # after every command, not only a forward: a candidate may wait for the timing stage
+            reply["guards"] = changed()
+        except BaseException as e:  # noqa: BLE001 - a namespace made unreadable is itself a change
+            reply["guards"] = [f"guard check failed: {type(e).__name__}"]
         send(reply)
 
 

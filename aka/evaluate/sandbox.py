@@ -16,6 +16,11 @@ What this design does:
     Triton cache), the knowledge base, caches, run store and problem directory hidden, and no network.
     An audit hook in the runner refuses and reports writes outside its directory, new processes,
     sockets and writes to the harness's classes; any refusal makes the verdict `rejected`;
+  * the runner snapshots, before the candidate is imported, the functions the harness trusts and
+    every name in the harness's own modules and classes (aka/evaluate/guards.py), and every reply
+    it sends carries the check: a rebinding at import, in a forward or in the timing stage is
+    `rejected` (on the H200, 2026-12-02, a candidate rebinding `aka.evaluate.timing.torch` claimed
+    a hundredth of its time and passed before this existed);
   * on a GPU the runner's sample times are claims: the judge samples the baselines itself in the same
     interleaved rounds, checks outputs of the timed work it picks afterwards in its own buffers, and
     rejects claims its own clock contradicts (aka/evaluate/timed.py);
@@ -31,11 +36,14 @@ What it does NOT protect against:
   * the runner's evidence is its own: a candidate that defeats Python inside the runner (ctypes, say)
     can hide the ATen ops or kernels it used from the fallback check. On a GPU the claimed times are
     checked against the judge's clock and the outputs of timed work against the reference, so this
-    buys a fallback pass at most, never a wrong answer or a faster time than the judge observed; on
+    buys a fallback pass at most and never a wrong answer (for faster times see the clock check below); on
     CPU there is no outside observer of ATen use at all (CPU verdicts are correctness only). Reading
     the kernels a forward launches from outside the runner (Nsight Compute attached by the judge) is
     the next step and not done yet;
-  * the clock check is coarse for checked work under about a millisecond (host scheduling noise);
+  * the clock check is coarse for checked work under about a millisecond (host scheduling noise,
+    the copies and a message round trip): a runner whose samples were forged by means the snapshot
+    does not see (ctypes, say) could claim a faster time for a microsecond kernel than it has, and
+    the judge's clock would not contradict it;
   * on a GPU the runner shares the judge's uid: it cannot remount or override permissions, but it
     can read what that uid owns (the judge's files and host memory; the reference outputs stay on
     the GPU, out of reach of the IPC handles it holds) and it could signal the judge (which then
