@@ -27,6 +27,7 @@ mkdir -p "$AKA_CACHE_DIR"
 [[ -s $AKA_CACHE_DIR/source_sha ]] && export AKA_GIT_SHA=$(cat "$AKA_CACHE_DIR/source_sha")
 CONV=${AKA_CONVERT_DIR:-$PWD/.gpuconvert}; mkdir -p "$CONV"
 JPG=${AKA_JOBS_PER_GPU:-4}
+DEV=${AKA_CONVERT_DEVICE:-cuda}
 ITERS=${AKA_CONVERT_ITERS:-6}
 SHAPE=${AKA_CONVERT_SHAPE:-last}  # the benchmark's ops at one shape each: their largest prefill shape
 OP_TIMEOUT=${AKA_OP_TIMEOUT_S:-400}  # one operator never takes a whole call
@@ -52,7 +53,7 @@ step() {
 # the Llama block first: three operators and an end-to-end check, where the benchmark's batch
 # can take every second the call has left
 if [[ $modes == *" llama "* || $modes == *" all "* ]]; then
-  F=examples.llama_block:factory:size=realistic
+  F=examples.llama_block:factory:size=${AKA_LLAMA_SIZE:-realistic}   # small + AKA_CONVERT_DEVICE=cpu: the CPU check of this script
   # The knowledge base's kernels take the benchmark's signatures, not the extracted modules' (on
   # CPU the offline proposer converts silu_and_mul alone), so by default the block's RMSNorm, RoPE
   # and SiLU-and-mul get the Triton kernels of tests/fixtures/convert/kernels as scripted replies:
@@ -62,18 +63,19 @@ if [[ $modes == *" llama "* || $modes == *" all "* ]]; then
 import json, sys
 from pathlib import Path
 k = Path("tests/fixtures/convert/kernels")
-ops = ("rmsnorm", "rotary_embedding", "silu_and_mul")
+ops = ("rms_norm", "rotary_embedding", "silu_and_mul")
 Path(sys.argv[1]).write_text(json.dumps({op: [f"TECHNIQUES: rowwise\n```python\n{(k / f'{op}.py').read_text()}```\n"]
                                          for op in ops}))
 PY
   if [[ -n ${AKA_LLAMA_MODEL:-} ]]; then LL=(model="$AKA_LLAMA_MODEL" iters="$ITERS")
-  else LL=(model="scripted:$W/llama_replies.json" iters=1 ops=rmsnorm,rotary_embedding,silu_and_mul); fi  # one reply each
-  step "$W/llama.log" python3 -m aka.cli convert "model:$F" library="$CONV/llama" device=cuda "${LL[@]}" \
+  else LL=(model="scripted:$W/llama_replies.json" iters=1 ops=rms_norm,rotary_embedding,silu_and_mul); fi  # one reply each
+  step "$W/llama.log" python3 -m aka.cli convert "model:$F" library="$CONV/llama" device="$DEV" "${LL[@]}" \
     jobs-per-gpu="$JPG" timeout="$OP_TIMEOUT" retrieval.backend=files
   # the patched block against the original, within the converted ops' tolerances, then its
   # end-to-end time against eager and torch.compile of the original block (CUDA graphs for all)
-  step "$W/llama_apply.log" python3 -m aka.cli convert apply "$F" --library "$CONV/llama" --device cuda \
-    --time --json "$W/llama_patch.json"
+  TIME=(--time); [[ $DEV == cpu ]] && TIME=()   # the end-to-end timing replays CUDA graphs
+  step "$W/llama_apply.log" python3 -m aka.cli convert apply "$F" --library "$CONV/llama" --device "$DEV" \
+    "${TIME[@]}" --json "$W/llama_patch.json"
 fi
 if [[ $modes == *" bench "* || $modes == *" all "* ]]; then
   # largest time share first (bench/weights.json), so a partial library covers the most time
@@ -87,6 +89,7 @@ if [[ $modes == *" report "* || $modes == *" all "* || $modes == *" bench "* || 
 fi
 # the work logs and the libraries (kernels, results, provenance, reports, run stores without their
 # candidate files); the full libraries stay in $CONV for the next call
-tar czf "$OUT/convert.tgz" --exclude='candidates' -C "$OUT" work -C "$CONV" . 2>/dev/null \
+# (not the extracted problems' recorded weights: the Llama block's come to ~345 MB, over what a call returns)
+tar czf "$OUT/convert.tgz" --exclude='candidates' --exclude='weights.pt' -C "$OUT" work -C "$CONV" . 2>/dev/null \
   || tar czf "$OUT/convert.tgz" -C "$OUT" work
 echo "wrote $OUT/convert.tgz ($(( $(date +%s) - T0 )) s)"
