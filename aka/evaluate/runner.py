@@ -47,6 +47,8 @@ from aka.evaluate.failures import classify_exception, trim
 from aka.evaluate.guards import AtenLog, LaunchLog, Snapshot
 from aka.evaluate.loader import call, candidate_class, import_file
 
+# replies the judge times with its own clock: the guard check is left to the next reply
+UNCLOCKED = frozenset({"time_checked", "ping"})
 MAX_SCALAR_READS = 16  # a launch needs a few sizes from the device at most
 
 
@@ -269,8 +271,10 @@ def serve(chan: Channel, device: str, violations: list, arm) -> None:
         except BaseException as e:  # noqa: BLE001 - a runner-side error is the candidate's or ours: reported
             reply = {"ok": False, "status": "crashed", "reason": trim(f"runner error in {op}: {type(e).__name__}: {e}")}
         reply["violations"] = list(violations)
-        try:  # after every command, not only a forward: a candidate may wait for the timing stage
-            reply["guards"] = changed()
+        try:  # after every command, not only a forward: a candidate may wait for the timing stage.
+            # Not inside the judge's clock (the checked call and the ping that sizes its bound): a
+            # change persists, so the next reply (time_end follows every checked call) carries it.
+            reply["guards"] = [] if op in UNCLOCKED else changed()
         except BaseException as e:  # noqa: BLE001 - a namespace made unreadable is itself a change
             reply["guards"] = [f"guard check failed: {type(e).__name__}"]
         send(reply)
