@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# One device call (2026-12-02, third call): the kernels the judge's clock rejected, re-verified beside
-# the judge's GPU tests the first call did not reach; then the Llama block converted, applied and timed
+# One device call: the judge's GPU tests (AKA_JUDGE_TESTS; 2026-12-02c: those its first call did not
+# reach), beside a kb verify of AKA_REVERIFY_OPS (empty skips it); then the Llama block converted, applied and timed
 # end to end, alone; then the ablation grid resumed for what the call has left. Everything lands in $OUT (verify.tgz,
 # convert.tgz, exp.tgz).
-#   device: AKA_TOTAL_S=440 bash scripts/gpu_rest.sh     (carry .gpucache, .whl, experiments/runs/h200_dropout_retrieval)
+#   device: AKA_TOTAL_S=440 bash scripts/gpu_rest.sh
+#   2026-12-03: AKA_REVERIFY_OPS= AKA_T_JUDGE=330 AKA_PYTEST_N=8 AKA_JUDGE_TESTS="tests/gpu/test_judge_gpu.py tests/test_adversarial.py" AKA_LLAMA_S=230 AKA_TOTAL_S=590     (carry .gpucache, .whl, experiments/runs/h200_dropout_retrieval)
 set -uo pipefail
 : "${OUT:?set OUT to a results folder}"
 cd "$(dirname "$0")/.."
@@ -15,12 +16,17 @@ if ls .whl/pytest_xdist*.whl >/dev/null 2>&1 && ! python3 -c "import xdist" 2>/d
     && export PYTHONPATH=$PYTHONPATH:/tmp/site
 fi
 V=.gl/kbv; rm -rf $V; mkdir -p $V/results "$OUT/v"; cp -r knowledge_base $V/; cp -r results/kb $V/results/
-timeout --signal=INT 220 python3 -m aka.cli kb verify --device cuda --kb $V/knowledge_base --op "${AKA_REVERIFY_OPS:-fp8_per_token_quant}" \
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
+  python3 -c "import torch,triton,sys;print('torch',torch.__version__,'triton',triton.__version__,'python',sys.version.split()[0])"
+  echo "source ${AKA_GIT_SHA:-unknown}"; nproc; date -u +%FT%TZ; } > "$OUT/v/provenance.txt" 2>&1
+RO=${AKA_REVERIFY_OPS-fp8_per_token_quant}   # empty: no kb verify beside the tests
+[[ -n $RO ]] && timeout --signal=INT 220 python3 -m aka.cli kb verify --device cuda --kb $V/knowledge_base --op "$RO" \
   --shapes first --force --jobs 4 --timeout 200 > "$OUT/v/verify.log" 2>&1 &
-# the judge's GPU tests the first call's budget did not reach, and the crash whose reason was mended
-AKA_GPU_RESULTS=$OUT/v/gpu_results.jsonl timeout --signal=INT 200 python3 -m pytest -m gpu -q -n 4 -p no:cacheprovider -rA \
-  --junitxml="$OUT/v/junit_judge.xml" tests/gpu/test_judge_gpu.py -k "not (rebind_comparator or patch_timer or blind_fallback_logger)" \
-  "tests/test_adversarial.py::test_gpu_verdict[illegal_memory_access]" > "$OUT/v/judge.log" 2>&1
+# the judge's GPU tests (AKA_JUDGE_TESTS, a pytest argument list; default: those the first call of
+# 2026-12-02c did not reach, and the crash whose reason was mended), AKA_T_JUDGE seconds, AKA_PYTEST_N workers
+read -ra JT <<< "${AKA_JUDGE_TESTS:-tests/gpu/test_judge_gpu.py::test_forged_samples_are_rejected_by_the_judges_clock tests/gpu/test_judge_gpu.py::test_a_second_candidates_runner_starts_with_the_judges_driver_module}"
+AKA_GPU_RESULTS=$OUT/v/gpu_results.jsonl timeout --signal=INT "${AKA_T_JUDGE:-200}" python3 -m pytest -m gpu -q -n "${AKA_PYTEST_N:-4}" \
+  -p no:cacheprovider -rA --durations=20 --junitxml="$OUT/v/junit_judge.xml" "${JT[@]}" > "$OUT/v/judge.log" 2>&1
 wait
 echo "[checks wall=$(( $(date +%s) - T0 ))s]" | tee -a "$OUT/v/steps.txt"
 # alone on the GPU: the end-to-end timing must not share it with evaluations outside its lock
