@@ -320,6 +320,17 @@ def test_apply_time_on_cpu_is_a_user_error_before_any_work(tmp_path, monkeypatch
         time_model(BLOCK, str(tmp_path), "cpu")
 
 
+def test_e2e_times_compiled_variants_only_within_compiles_own_deviation():
+    from aka.convert.e2e import _compiled_rounding
+    compile_dev = {"ok": False, "max_abs_err": 0.03125, "rel_err": 0.003}
+    checks = {"compile": compile_dev, "patched+compile": dict(compile_dev), "patched": dict(compile_dev)}
+    assert _compiled_rounding("compile", checks)                 # the peer is timed, its deviation said
+    assert _compiled_rounding("patched+compile", checks)         # no worse than compile: compile's rounding
+    assert _compiled_rounding("patched", checks) is None         # our kernels get no allowance
+    checks["patched+compile"] = {"ok": False, "max_abs_err": 0.5, "rel_err": 0.003}
+    assert _compiled_rounding("patched+compile", checks) is None  # worse than compile alone: ours
+
+
 def test_e2e_input_sets_keep_integers_and_draw_new_floats_of_the_same_spread():
     from aka.convert.e2e import _fresh_sets, _set_count
     x = torch.randn(64, 32) * 3 + 1

@@ -83,6 +83,20 @@ def test_opdir_inputs_get_the_device_keyword():
     assert not torch.equal(a["scores"], b["scores"])  # fresh draws: the harness, not input.py, seeds
 
 
+def test_recorded_weights_load_inside_the_device_redirect(tmp_path):
+    """`aka convert`'s input.py loads the model's recorded weights with torch.load(map_location=
+    "cpu") while inputs are built; torch.load's own empty tensors must keep their storage's device.
+    On the H200 (2026-12-03) the redirect sent them to cuda and every extracted module with
+    parameters (RMSNorm, rotary) crashed the judge. "meta" stands in for a second device here."""
+    from aka.evaluate.loader import DeviceRedirect
+    torch.save({"w": torch.arange(4.0)}, tmp_path / "weights.pt")
+    with DeviceRedirect("meta"):
+        w = torch.load(tmp_path / "weights.pt", map_location="cpu", weights_only=True)["w"]
+        assert w.device.type == "cpu" and w.tolist() == [0.0, 1.0, 2.0, 3.0]
+        assert w.to("cpu").device.type == "meta"                      # ours still redirected
+        assert torch.zeros(2, device="cpu").device.type == "meta"
+
+
 def test_kernelbench_single_file():
     path = PROBLEMS / "kb_linear_relu.py"
     p = load_problem(path)

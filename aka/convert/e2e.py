@@ -45,6 +45,26 @@ def _set_count(inputs: dict, l2_bytes: int) -> int:
     return max(2, min(MAX_SETS, math.ceil(3 * l2_bytes / per)))
 
 
+def _compiled_rounding(name: str, checks: dict) -> str | None:
+    """Why a compiled variant outside the ops' tolerances is still timed, or None.
+
+    torch.compile fuses the block's ops and rounds bf16 intermediates in other places than eager
+    does; on the realistic Llama block (H200, 2026-12-03) that put 169 of 2.1M outputs past the
+    elementwise bound at a relative error of 0.003. The compiled original is the peer a user would
+    otherwise run, so it is timed and its deviation reported. The patched model under compile is
+    timed only while it deviates no more than the compiled original does (the deviation is then
+    compile's, not our kernels'); the patched model itself gets no such allowance."""
+    if name == "compile":
+        return "torch.compile's own rounding (timed as the peer; it deviates from eager)"
+    base = checks.get("compile")
+    if name == "patched+compile" and base is not None:
+        mine = checks[name]
+        if (mine["max_abs_err"] <= max(base["max_abs_err"], 1e-12) * 1.5
+                and mine["rel_err"] <= max(base["rel_err"], 1e-12) * 1.5):
+            return "within torch.compile's own deviation from eager (timed; compile's rounding, not the kernels')"
+    return None
+
+
 def time_model(factory: str, library: str, device: str = "cuda", *, compile_patched: bool = True,
                lock_root: str | None = None) -> dict:
     """{"variants": {name: {median_us, ci_us, n, method} | {error}}, "speedup": {...}, "patch": PatchReport
@@ -77,7 +97,7 @@ def time_model(factory: str, library: str, device: str = "cuda", *, compile_patc
     with torch.no_grad():
         ref = model(**sets[-1])
     tol = report.tolerance or {"atol": 0.0, "rtol": 0.0, "rel_norm": 0.0}
-    checks = {}
+    checks, deviates = {}, {}
     for impl in impls[1:]:
         try:
             with torch.no_grad():
@@ -85,7 +105,11 @@ def time_model(factory: str, library: str, device: str = "cuda", *, compile_patc
             checks[impl.name] = {"ok": bool(worst.ok), "max_abs_err": worst.max_abs_err, "rel_err": worst.rel_err,
                                  **({} if worst.ok else {"reason": worst.reason})}
             if not worst.ok:
-                impl.error = f"output differs from the original's: {worst.reason}"
+                why = _compiled_rounding(impl.name, checks)
+                if why:
+                    deviates[impl.name] = f"{why}: {worst.reason}"
+                else:
+                    impl.error = f"output differs from the original's: {worst.reason}"
         except Exception as e:  # noqa: BLE001 - reported per variant, the others are still timed
             impl.error = f"{type(e).__name__}: {str(e)[:200]}"
     gpu = NoLock()
@@ -102,7 +126,8 @@ def time_model(factory: str, library: str, device: str = "cuda", *, compile_patc
             med, lo, hi = median_ci(impl.samples)
             variants[impl.name] = {"median_us": med, "ci_us": [lo, hi], "n": len(impl.samples),
                                    "method": impl.method, "eager_call_us": impl.eager_call_us,
-                                   **({"note": impl.note} if impl.note else {})}
+                                   **({"note": impl.note} if impl.note else {}),
+                                   **({"deviates": deviates[impl.name]} if impl.name in deviates else {})}
         else:
             variants[impl.name] = {"error": impl.error or "not timed"}
     speed = {}
@@ -123,6 +148,8 @@ def table(res: dict) -> str:
         if "median_us" in v:
             lo, hi = v["ci_us"]
             rows.append(f"  {name:<16} {v['median_us']:10.1f} us  [{lo:.1f}, {hi:.1f}]  n={v['n']} {v['method']}")
+            if v.get("deviates"):
+                rows.append(f"  {'':<16} deviates: {v['deviates']}")
         else:
             rows.append(f"  {name:<16} not timed: {v['error']}")
     rows += [f"  {k}: {s:.3f}x" for k, s in res["speedup"].items()]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import os
 import sys
 from pathlib import Path
 
@@ -19,6 +20,11 @@ _FACTORIES = {
     torch.full, torch.arange, torch.tensor, torch.linspace, torch.normal, torch.eye, torch.as_tensor,
     torch.empty_strided,
 }
+# torch.load rebuilds each tensor as an empty one on its storage's device and then sets the storage
+# into it (torch/_utils.py); a redirected empty tensor would not match its storage. Factory calls
+# made from these files keep their device: an input.py's `torch.load(..., map_location="cpu")` of
+# recorded weights works inside the redirect, and its `.to(device)` is redirected as usual.
+_KEEP_DEVICE_IN = tuple(os.path.join(os.path.dirname(torch.__file__), f) for f in ("_utils.py", "serialization.py"))
 
 
 class DeviceRedirect(TorchFunctionMode):
@@ -31,7 +37,8 @@ class DeviceRedirect(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
         if func in _FACTORIES and "device" in kwargs:
-            kwargs["device"] = self.device
+            if not sys._getframe(1).f_code.co_filename.startswith(_KEEP_DEVICE_IN):
+                kwargs["device"] = self.device
         elif func is torch.Tensor.cuda:
             return args[0].to(self.device)
         elif func is torch.Tensor.to:
