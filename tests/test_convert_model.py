@@ -320,15 +320,41 @@ def test_apply_time_on_cpu_is_a_user_error_before_any_work(tmp_path, monkeypatch
         time_model(BLOCK, str(tmp_path), "cpu")
 
 
-def test_e2e_times_compiled_variants_only_within_compiles_own_deviation():
-    from aka.convert.e2e import _compiled_rounding
-    compile_dev = {"ok": False, "max_abs_err": 0.03125, "rel_err": 0.003}
-    checks = {"compile": compile_dev, "patched+compile": dict(compile_dev), "patched": dict(compile_dev)}
-    assert _compiled_rounding("compile", checks)                 # the peer is timed, its deviation said
-    assert _compiled_rounding("patched+compile", checks)         # no worse than compile: compile's rounding
-    assert _compiled_rounding("patched", checks) is None         # our kernels get no allowance
-    checks["patched+compile"] = {"ok": False, "max_abs_err": 0.5, "rel_err": 0.003}
-    assert _compiled_rounding("patched+compile", checks) is None  # worse than compile alone: ours
+def test_exact_check_accepts_compounded_rounding_and_rejects_worse_than_the_original():
+    from aka.convert.apply import exact_check
+    tol = {"atol": 0.01, "rtol": 0.016, "rel_norm": 0.005}
+    g = torch.Generator().manual_seed(0)
+    exact = torch.randn(4096, generator=g, dtype=torch.float64)
+    ref = (exact + 0.0005 * torch.randn(4096, generator=g, dtype=torch.float64)).to(torch.bfloat16)
+    near = (exact + 0.0005 * torch.randn(4096, generator=g, dtype=torch.float64)).to(torch.bfloat16)
+    near[7] = ref[7].double() + 0.05       # one element well past the band against ref ...
+    exact[7] = (ref[7].double() + near[7].double()) / 2   # ... with the truth between the two
+    res = exact_check(near, ref, lambda: exact, tol)
+    assert res["ok"] and res["basis"] == "float64" and "no further" in res["reason"], res
+    biased = (exact * 1.0035).to(torch.bfloat16)   # within rel_norm of ref, systematically off
+    biased[7] = ref[7] + 0.05
+    res = exact_check(biased, ref, lambda: exact, tol)
+    assert not res["ok"] and res["basis"] == "float64", res
+    res = exact_check(near, ref, None, tol)       # no float64 original: the direct check decides
+    assert not res["ok"] and res["basis"] == "direct"
+    same = exact_check(ref.clone(), ref, lambda: 1 / 0, tol)   # within band: float64 never made
+    assert same["ok"] and same["basis"] == "direct"
+
+
+def test_float64_reference_drops_the_patches_and_keeps_the_model():
+    from aka.convert.apply import float64_reference
+    lin = torch.nn.Linear(4, 3).to(torch.bfloat16)
+    calls = []
+
+    def patched(x):
+        calls.append(1)
+        return torch.zeros(x.shape[0], 3, dtype=x.dtype)
+    patched._aka_original = lin.forward
+    lin.forward = patched
+    x = torch.randn(2, 4, dtype=torch.bfloat16)
+    out = float64_reference(lin, (x,))
+    assert out.dtype == torch.float64 and not calls and torch.count_nonzero(out) > 0
+    assert lin.weight.dtype == torch.bfloat16 and lin.forward is patched   # the model itself untouched
 
 
 def test_e2e_input_sets_keep_integers_and_draw_new_floats_of_the_same_spread():

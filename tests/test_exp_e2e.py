@@ -65,6 +65,20 @@ def test_tiny_grid_runs_resumes_and_reports_with_the_scripted_llm(tmp_path, caps
     resumed = [e["type"] for e in events(cut.parent)]
     assert resumed.count("resume") == 1 and resumed[-1] == "stop" and read_table(out / "table.csv") == rows
 
+    # Cut off again, its candidate sources gone (a run store copied from a results folder): it cannot
+    # resume, so it is set aside (kept) and the cell runs anew under the same seed, to the same rows.
+    for src in (cut.parent / "candidates").glob("*.py"):
+        src.unlink()
+    cut.write_text("".join(x + "\n" for x in cut.read_text().splitlines() if '"type": "stop"' not in x))
+    assert main(["exp", "run", tiny(tmp_path), "--out", str(out)]) == 0
+    assert "3 already done, 1 to run" in capsys.readouterr().out
+    aside = list((out / "runs").glob(cut.parent.name + ".unresumable-*"))
+    assert len(aside) == 1 and "candidate source(s) missing" in (aside[0] / "SET_ASIDE.txt").read_text()
+    fresh = [e["type"] for e in events(cut.parent)]
+    assert "resume" not in fresh and fresh[-1] == "stop"
+    timeless = [{k: v for k, v in r.items() if k != "wall_s"} for r in rows]
+    assert [{k: v for k, v in r.items() if k != "wall_s"} for r in read_table(out / "table.csv")] == timeless
+
     # The same directory under a changed design is refused: results of two designs would mix.
     other = tmp_path / "other.yaml"
     other.write_text(yaml.safe_dump({"extends": tiny(tmp_path), "budget": {"rounds": 3}}))

@@ -16,7 +16,15 @@ forward) have no module to swap and are reported as skipped.
 The check runs the original and the patched model on the same inputs and compares the outputs
 with aka's comparison (aka/evaluate/compare.py) under the loosest tolerance of the patched
 operators (their meta.json `tolerance`): each op is allowed that error, and a block's output
-is held to the same band. It also counts the custom-op calls, so a patch that never ran fails.
+is held to the same band. Where a few elements leave that band, the patched model may still be
+as right as the original: rounding differences of a 1-ulp size in one op grow through the ops
+after it (on the realistic Llama block on the H200, three verified kernels put 16 of 2.1M
+outputs past the band at relative error 0.002; torch.compile of the unpatched block put 169).
+Then both are compared with the original run in float64 (`exact_check`): the patched model passes
+if it is no further from that than the original's own rounding is (relative error at most 1.25x
+the original's, largest error at most 2x the original's plus atol) and its relative error against
+the original stays within rel_norm. It also counts the custom-op calls, so a patch that never ran
+fails.
 On CPU the kernels run in Triton's interpreter with the harness's fixes (interp_fix), as
 `aka eval --device cpu` runs them.
 """
@@ -49,6 +57,8 @@ class PatchReport:
     kernel_calls: dict[str, int] = field(default_factory=dict)     # custom op -> calls in the check
     original_calls: dict[str, int] = field(default_factory=dict)   # op -> calls that fell back
     reason: str = ""
+    basis: str | None = None       # "direct" (within tolerance of the original) or "float64" (exact_check)
+    exact: dict | None = None      # errors against the original in float64, where that was the basis
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -300,9 +310,62 @@ def _detach(out):
     return out
 
 
+def float64_reference(model, args=(), kwargs=None):
+    """The model's outputs in float64: a copy without the library's patches (each patched module
+    gets its class's forward back), its parameters, buffers and float inputs in float64."""
+    import torch
+    m = copy.deepcopy(model)
+    for sub in m.modules():
+        f = sub.__dict__.get("forward")
+        if f is not None and hasattr(f, "_aka_original"):
+            del sub.forward
+    m = m.double()
+
+    def cast(t):
+        return t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+    with torch.no_grad():
+        out = _detach(m(*[cast(a) for a in args], **{k: cast(v) for k, v in (kwargs or {}).items()}))
+    del m
+    return out
+
+
+def exact_check(out, ref, exact, tol: dict) -> dict:
+    """Whether `out` matches the original's output `ref` (both at the model's precision): within
+    `tol` directly, or no further from `exact` (the original in float64, float64_reference) than
+    `ref` itself is. {"ok", "max_abs_err", "rel_err", "basis", "reason"?, "exact"?}; the errors are
+    those against `ref`. `exact`: the float64 outputs or a callable returning them (called only
+    when the direct check fails)."""
+    from aka.evaluate.compare import compare_outputs
+    direct, _ = compare_outputs(out, ref, {"tolerance": tol})
+    res = {"ok": bool(direct.ok), "max_abs_err": direct.max_abs_err, "rel_err": direct.rel_err, "basis": "direct"}
+    if direct.ok:
+        return res
+    res["reason"] = direct.reason
+    if exact is None or not math.isfinite(direct.max_abs_err) or direct.rel_err > tol.get("rel_norm", 0.0):
+        return res
+    ex = exact() if callable(exact) else exact
+    mine, _ = compare_outputs(out, ex, {"tolerance": tol})
+    theirs, _ = compare_outputs(ref, ex, {"tolerance": tol})
+    ok = (math.isfinite(mine.max_abs_err) and mine.rel_err <= 1.25 * theirs.rel_err + 1e-12
+          and mine.max_abs_err <= 2.0 * theirs.max_abs_err + tol.get("atol", 0.0))
+    res["exact"] = {"max_abs_err": mine.max_abs_err, "rel_err": mine.rel_err,
+                    "original_max_abs_err": theirs.max_abs_err, "original_rel_err": theirs.rel_err}
+    res["basis"] = "float64"
+    if ok:
+        res["ok"] = True
+        res["reason"] = (f"{direct.reason}; no further from the float64 original than the original is: "
+                         f"rel_err {mine.rel_err:.3g} (original {theirs.rel_err:.3g}), "
+                         f"max_abs_err {mine.max_abs_err:.3g} (original {theirs.max_abs_err:.3g})")
+    else:
+        res["reason"] = (f"{direct.reason}; and further from the float64 original than the original is: "
+                         f"rel_err {mine.rel_err:.3g} (original {theirs.rel_err:.3g}), "
+                         f"max_abs_err {mine.max_abs_err:.3g} (original {theirs.max_abs_err:.3g})")
+    return res
+
+
 def _check(model, args, kwargs, ref, metas: list[dict], report: PatchReport) -> None:
     import torch
-    from aka.evaluate.compare import compare_outputs, flatten_outputs, output_rule
+    from aka.evaluate.compare import flatten_outputs, output_rule
     tol: dict[str, float] = {}
     for meta in metas:
         for name, t in flatten_outputs(ref):
@@ -314,15 +377,15 @@ def _check(model, args, kwargs, ref, metas: list[dict], report: PatchReport) -> 
     report.kernel_calls.clear()
     with torch.no_grad():
         out = model(*args, **kwargs)
-    worst, _ = compare_outputs(out, ref, {"tolerance": tol})
-    report.checked, report.tolerance = True, tol
-    report.max_abs_err = worst.max_abs_err if math.isfinite(worst.max_abs_err) else float("inf")
-    report.rel_err = worst.rel_err
     ran = sum(report.kernel_calls.values())
-    report.ok = bool(worst.ok) and (ran > 0 or not report.patched)
-    if not worst.ok:
-        report.reason = worst.reason
-    elif report.patched and ran == 0:
+    res = exact_check(out, ref, (lambda: float64_reference(model, args, kwargs)) if report.patched else None, tol)
+    report.checked, report.tolerance = True, tol
+    report.max_abs_err = res["max_abs_err"] if math.isfinite(res["max_abs_err"]) else float("inf")
+    report.rel_err = res["rel_err"]
+    report.basis, report.exact = res["basis"], res.get("exact")
+    report.ok = bool(res["ok"]) and (ran > 0 or not report.patched)
+    report.reason = res.get("reason", "")
+    if res["ok"] and report.patched and ran == 0:
         report.reason = "no converted kernel ran in the patched forward"
 
 

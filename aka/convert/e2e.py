@@ -10,7 +10,9 @@ the L2 between reuses; the weights, hundreds of MB, never fit in it), samples in
 order rotated each round, medians with 95% CIs, and every timed region under the harness's
 exclusive GPU lock, so a batch sharing the GPU does not leak into it. Each variant is checked
 against the original's output on the same inputs before its time is believed (a patched model
-that computes something else is not faster). The patched model is the one `apply` builds and
+that computes something else is not faster; apply.exact_check says when a composite's rounding may
+leave the ops' band, and torch.compile's original, the peer, is timed either way with its deviation
+reported). The patched model is the one `apply` builds and
 checks; an implementation that fails (no graph capture, a compile error) is reported with its
 error instead of a time.
 """
@@ -45,34 +47,13 @@ def _set_count(inputs: dict, l2_bytes: int) -> int:
     return max(2, min(MAX_SETS, math.ceil(3 * l2_bytes / per)))
 
 
-def _compiled_rounding(name: str, checks: dict) -> str | None:
-    """Why a compiled variant outside the ops' tolerances is still timed, or None.
-
-    torch.compile fuses the block's ops and rounds bf16 intermediates in other places than eager
-    does; on the realistic Llama block (H200, 2026-12-03) that put 169 of 2.1M outputs past the
-    elementwise bound at a relative error of 0.003. The compiled original is the peer a user would
-    otherwise run, so it is timed and its deviation reported. The patched model under compile is
-    timed only while it deviates no more than the compiled original does (the deviation is then
-    compile's, not our kernels'); the patched model itself gets no such allowance."""
-    if name == "compile":
-        return "torch.compile's own rounding (timed as the peer; it deviates from eager)"
-    base = checks.get("compile")
-    if name == "patched+compile" and base is not None:
-        mine = checks[name]
-        if (mine["max_abs_err"] <= max(base["max_abs_err"], 1e-12) * 1.5
-                and mine["rel_err"] <= max(base["rel_err"], 1e-12) * 1.5):
-            return "within torch.compile's own deviation from eager (timed; compile's rounding, not the kernels')"
-    return None
-
-
 def time_model(factory: str, library: str, device: str = "cuda", *, compile_patched: bool = True,
                lock_root: str | None = None) -> dict:
     """{"variants": {name: {median_us, ci_us, n, method} | {error}}, "speedup": {...}, "patch": PatchReport
     JSON, "sets": n}. Needs a CUDA device."""
     import torch
-    from aka.convert.apply import ApplyError, apply
+    from aka.convert.apply import ApplyError, apply, exact_check, float64_reference
     from aka.convert.fallbacks import call_factory
-    from aka.evaluate.compare import compare_outputs
     from aka.evaluate.gpulock import GpuLock, NoLock, gpu_key
     from aka.evaluate.stats import median_ci
     from aka.evaluate.timing import Impl, ShapeTimer
@@ -97,19 +78,22 @@ def time_model(factory: str, library: str, device: str = "cuda", *, compile_patc
     with torch.no_grad():
         ref = model(**sets[-1])
     tol = report.tolerance or {"atol": 0.0, "rtol": 0.0, "rel_norm": 0.0}
-    checks, deviates = {}, {}
+    checks, deviates, exact = {}, {}, []
+
+    def exact_ref():  # the original in float64 on the same inputs, made once if a check needs it
+        if not exact:
+            exact.append(float64_reference(model, (), sets[-1]))
+        return exact[0]
     for impl in impls[1:]:
         try:
             with torch.no_grad():
-                worst, _ = compare_outputs(impl.model(**sets[-1]), ref, {"tolerance": tol})
-            checks[impl.name] = {"ok": bool(worst.ok), "max_abs_err": worst.max_abs_err, "rel_err": worst.rel_err,
-                                 **({} if worst.ok else {"reason": worst.reason})}
-            if not worst.ok:
-                why = _compiled_rounding(impl.name, checks)
-                if why:
-                    deviates[impl.name] = f"{why}: {worst.reason}"
+                res = exact_check(impl.model(**sets[-1]), ref, exact_ref, tol)
+            checks[impl.name] = res
+            if not res["ok"]:
+                if impl.name == "compile":  # the peer a user would otherwise run: timed, its deviation said
+                    deviates[impl.name] = f"torch.compile's own output is outside the ops' band: {res['reason']}"
                 else:
-                    impl.error = f"output differs from the original's: {worst.reason}"
+                    impl.error = f"output differs from the original's: {res['reason']}"
         except Exception as e:  # noqa: BLE001 - reported per variant, the others are still timed
             impl.error = f"{type(e).__name__}: {str(e)[:200]}"
     gpu = NoLock()

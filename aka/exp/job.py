@@ -24,6 +24,36 @@ def run_state(root: Path) -> str:
     return "partial"
 
 
+def unresumable(root: Path) -> str | None:
+    """Why a partial run store cannot be resumed, or None: an evaluated candidate's record without
+    its source (a resumed run re-reads its incumbent's and its last round's kernels; a proposal
+    that did not parse has a record and no source, rightly). On the H200 (2026-12-03)
+    seven cells copied from a results folder, which keeps run stores without candidate sources,
+    each failed its resume with "candidate not found"."""
+    cands = root / "candidates"
+    if not cands.is_dir():
+        return None
+    missing = []
+    for rec in sorted(cands.glob("c*.json")):
+        try:
+            evaluated = json.loads(rec.read_text()).get("result") is not None
+        except (OSError, json.JSONDecodeError):
+            evaluated = True   # a record cut mid-write: the store is not one to build on
+        if evaluated and not rec.with_suffix(".py").exists():
+            missing.append(rec.stem)
+    return f"candidate source(s) missing: {', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''}" if missing else None
+
+
+def set_aside(root: Path, why: str) -> Path:
+    """Move a run store that cannot resume out of the way (kept, never deleted), so its cell starts
+    anew under the same config and seed; returns where it went."""
+    import time
+    dest = root.with_name(f"{root.name}.unresumable-{time.strftime('%Y%m%d-%H%M%S')}")
+    root.rename(dest)
+    (dest / "SET_ASIDE.txt").write_text(f"set aside by aka exp run: {why}\n")
+    return dest
+
+
 def run_cell(config: dict, runs_dir: str, run_id: str) -> dict:
     from rich.console import Console
 
@@ -39,6 +69,11 @@ def run_cell(config: dict, runs_dir: str, run_id: str) -> dict:
     state = run_state(root)
     if state == "done":
         return {"run_id": run_id, "state": "done", "skipped": True}
+    restarted = None
+    why = unresumable(root) if state == "partial" else None
+    if why:
+        restarted = {"why": why, "old_store": str(set_aside(root, why))}
+        state = "new"
     cfg = from_dict(dict(config, runs_dir=str(runs_dir), run_id=run_id))
     problem = load_problem(cfg.op)
     device = resolve_device(None if cfg.eval.device == "auto" else cfg.eval.device)
@@ -53,4 +88,5 @@ def run_cell(config: dict, runs_dir: str, run_id: str) -> dict:
     out = summary(store, problem, task, cfg, outcome)
     if out.get("best"):
         out["best"].pop("source", None)  # the kernel is in the run store; results.jsonl stays small
-    return dict(out, state=run_state(root), resumed=state == "partial", skipped=False)
+    return dict(out, state=run_state(root), resumed=state == "partial", skipped=False,
+                **({"restarted": restarted} if restarted else {}))
