@@ -121,6 +121,25 @@ def test_scrubbed_env_keeps_only_the_allow_list(monkeypatch):
     assert not [k for k in env if any(w in k.upper() for w in sandbox.ENV_DENY_WORDS)]
 
 
+def test_the_judge_gets_the_callers_cache_root(monkeypatch, tmp_path):
+    """AKA_CACHE_DIR does not pass the scrub; the judge must still know it (its runners' Triton
+    caches, its driver module, the cache paths it hides from the runner live under it)."""
+    monkeypatch.setenv("AKA_CACHE_DIR", str(tmp_path / "cache"))
+    seen = []
+    real = subprocess.Popen
+
+    def spy(cmd, *a, **kw):
+        if "aka.evaluate.judge" in cmd:
+            seen.append(kw["env"])
+        return real(cmd, *a, **kw)
+    monkeypatch.setattr(sandbox.subprocess, "Popen", spy)
+    res = evaluate(PROBLEMS / "vec_add", HONEST / "vec_add.py", shapes="0",
+                   config=EvalConfig(device="cpu", timing=False))
+    assert res.status == "pass", res.reason
+    assert [e["AKA_CACHE_DIR"] for e in seen] == [str((tmp_path / "cache").resolve())]
+    assert seen[0]["HOME"] != str(Path.home()) and "AKA_CACHE_DIR" not in sandbox.scrubbed_env()
+
+
 def test_trusted_files_cover_the_judge_and_runner_side_harness_and_the_problem():
     files = sandbox.trusted_files([PROBLEMS / "vec_add" / "reference.py", PROBLEMS / "vec_add" / "input.py"])
     names = {p.name for p in files}

@@ -113,6 +113,18 @@ def scrubbed_env(extra: dict | None = None) -> dict:
     return env
 
 
+def judge_env_extra(tmp: Path, rdir: Path) -> dict:
+    """What the judge's environment adds to scrubbed_env: its own temporary HOME, the runner's
+    directory, and the cache root of the caller (AKA_CACHE_DIR is not among the variables that
+    pass the scrub). Without the last, the judge took its HOME, a temporary directory, for the
+    cache root (H200, 2026-12-03): its runners' per-candidate Triton caches lived and died with
+    each evaluation, it looked for its driver module in the wrong place, and the cache paths it
+    hides from its runner were ones that did not exist."""
+    cache = Path(os.environ.get("AKA_CACHE_DIR", Path.home() / ".cache" / "aka"))
+    return {"HOME": str(tmp / "home"), "TMPDIR": str(tmp), "AKA_RUNNER_DIR": str(rdir),
+            "AKA_PARENT_PID": str(os.getpid()), "AKA_CACHE_DIR": str(cache.resolve())}
+
+
 def hash_files(paths: list[Path]) -> str:
     h = hashlib.sha256()
     for p in sorted(paths):
@@ -146,8 +158,7 @@ def run_worker(spec, candidate_source: str, problem_files: list[Path],
         cand.write_text(candidate_source)
         spec = spec.with_(candidate=str(cand))
         (tmp / "spec.json").write_text(spec.dumps())
-        extra = {"HOME": str(tmp / "home"), "TMPDIR": str(tmp), "AKA_RUNNER_DIR": str(rdir),
-                 "AKA_PARENT_PID": str(os.getpid())}
+        extra = judge_env_extra(tmp, rdir)
         if spec.device == "cpu":
             extra["TRITON_INTERPRET"] = "1"
             extra["CUDA_VISIBLE_DEVICES"] = ""
