@@ -140,6 +140,16 @@ def test_the_judge_gets_the_callers_cache_root(monkeypatch, tmp_path):
     assert seen[0]["HOME"] != str(Path.home()) and "AKA_CACHE_DIR" not in sandbox.scrubbed_env()
 
 
+def test_the_runners_triton_cache_is_never_under_a_path_hidden_from_it(tmp_path, monkeypatch):
+    from aka.evaluate.confine import runner_triton_cache
+    monkeypatch.setenv("HOME", str(tmp_path / "judge-home"))
+    cache = tmp_path / "repo" / ".gpucache"
+    kept = runner_triton_cache(tmp_path / "cache", "ab12", [str(tmp_path / "cache" / "triton"), str(cache)])
+    assert kept == tmp_path / "cache" / "runner-triton" / "ab12"        # kept across evaluations
+    moved = runner_triton_cache(cache, "ab12", [str(tmp_path / "repo" / "results"), str(cache)])
+    assert moved == tmp_path / "judge-home" / ".cache" / "aka-runner-triton" / "ab12"   # hidden: this evaluation's
+
+
 def test_trusted_files_cover_the_judge_and_runner_side_harness_and_the_problem():
     files = sandbox.trusted_files([PROBLEMS / "vec_add" / "reference.py", PROBLEMS / "vec_add" / "input.py"])
     names = {p.name for p in files}

@@ -149,6 +149,18 @@ def build_driver_utils() -> None:
         pass
 
 
+def runner_triton_cache(cache_root: Path, digest: str, hidden: list[str]) -> Path:
+    """The runner's Triton cache for one candidate source: <cache root>/runner-triton/<digest>, kept
+    across evaluations, unless that lies under a path hidden from the runner (the cache root inside
+    the repo, as `.gpucache` on the device is): the runner sees an empty read-only directory there
+    and Triton cannot write its cache (H200, 2026-12-03: every evaluation failed its first call with
+    EROFS). Then the cache lives under the judge's temporary HOME, for this evaluation only."""
+    tc = cache_root / "runner-triton" / digest
+    if any(tc.resolve().is_relative_to(Path(h).resolve()) for h in hidden):
+        tc = Path.home() / ".cache" / "aka-runner-triton" / digest
+    return tc
+
+
 def runner_factory(spec: EvalSpec, judge_dir: str):
     """A callable the judge calls once, at the import stage, to start its runner."""
     def start(judge) -> RunnerClient:
@@ -166,7 +178,7 @@ def runner_factory(spec: EvalSpec, judge_dir: str):
             # Compiled kernels are kept per candidate source: a candidate can only ever overwrite its
             # own cache, never the baselines' (torch.compile's Triton kernels live in the judge's cache).
             h = hashlib.sha256(Path(spec.candidate).read_bytes()).hexdigest()[:16]
-            tc = cache_root / "runner-triton" / h
+            tc = runner_triton_cache(cache_root, h, hidden_paths(spec, cache_root))
             tc.mkdir(parents=True, exist_ok=True)
             seed_driver_utils(Path(os.environ.get("TRITON_CACHE_DIR", cache_root / "triton")), tc)
             env["TRITON_CACHE_DIR"] = str(tc)
