@@ -351,15 +351,10 @@ def exact_check(out, ref, exact, tol: dict) -> dict:
     res["exact"] = {"max_abs_err": mine.max_abs_err, "rel_err": mine.rel_err,
                     "original_max_abs_err": theirs.max_abs_err, "original_rel_err": theirs.rel_err}
     res["basis"] = "float64"
-    if ok:
-        res["ok"] = True
-        res["reason"] = (f"{direct.reason}; no further from the float64 original than the original is: "
-                         f"rel_err {mine.rel_err:.3g} (original {theirs.rel_err:.3g}), "
-                         f"max_abs_err {mine.max_abs_err:.3g} (original {theirs.max_abs_err:.3g})")
-    else:
-        res["reason"] = (f"{direct.reason}; and further from the float64 original than the original is: "
-                         f"rel_err {mine.rel_err:.3g} (original {theirs.rel_err:.3g}), "
-                         f"max_abs_err {mine.max_abs_err:.3g} (original {theirs.max_abs_err:.3g})")
+    res["ok"] = ok
+    res["reason"] = (f"{direct.reason}; {'no further' if ok else 'and further'} from the float64 original than "
+                     f"the original is: rel_err {mine.rel_err:.3g} (original {theirs.rel_err:.3g}), "
+                     f"max_abs_err {mine.max_abs_err:.3g} (original {theirs.max_abs_err:.3g})")
     return res
 
 
@@ -438,9 +433,9 @@ def cmd_apply(args) -> int:
         if not report.ok:
             raise UserError("the patched model failed its check: its time would not be the same model's")
         from aka.convert.e2e import table, time_model
-        from aka.evaluate.api import _cache_root
+        from aka.hardware import cache_dir
         try:
-            out["e2e"] = time_model(args.factory, args.library, args.device, lock_root=str(_cache_root() / "locks"))
+            out["e2e"] = time_model(args.factory, args.library, args.device, lock_root=str(cache_dir() / "locks"))
         except ApplyError as e:
             raise UserError(str(e)) from None
         print(table(out["e2e"]))

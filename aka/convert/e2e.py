@@ -19,6 +19,7 @@ error instead of a time.
 from __future__ import annotations
 
 import copy
+import functools
 import math
 
 
@@ -78,12 +79,9 @@ def time_model(factory: str, library: str, device: str = "cuda", *, compile_patc
     with torch.no_grad():
         ref = model(**sets[-1])
     tol = report.tolerance or {"atol": 0.0, "rtol": 0.0, "rel_norm": 0.0}
-    checks, deviates, exact = {}, {}, []
-
-    def exact_ref():  # the original in float64 on the same inputs, made once if a check needs it
-        if not exact:
-            exact.append(float64_reference(model, (), sets[-1]))
-        return exact[0]
+    checks, deviates = {}, {}
+    # the original in float64 on the same inputs, made once if a check needs it
+    exact_ref = functools.cache(lambda: float64_reference(model, (), sets[-1]))
     for impl in impls[1:]:
         try:
             with torch.no_grad():

@@ -9,6 +9,7 @@ from pathlib import Path
 from aka.evaluate.result import EvalResult
 from aka.evaluate.spec import EvalSpec, Settings, ShapeSpec
 from aka.evaluate.sandbox import SandboxConfig, run_worker
+from aka.hardware import cache_dir
 from aka.evaluate.static import check_source
 from aka.problem import REPO_ROOT, Problem, ProblemError, load_problem
 
@@ -117,17 +118,13 @@ def build_spec(prob: Problem, selected, device: str, cfg: EvalConfig, *, mode: s
     settings = Settings(draws=cfg.draws, outliers=cfg.outliers, outlier_frac=cfg.outlier_frac,
                         outlier_scale=cfg.outlier_scale, timing=cfg.timing, checks=cfg.checks,
                         baselines=cfg.baselines, peer=cfg.peer, fresh_baselines=cfg.fresh_baselines, seed=seed,
-                        baseline_cache=str(_cache_root() / "baselines"), gpu_lock=str(_cache_root() / "locks"),
+                        baseline_cache=str(cache_dir() / "baselines"), gpu_lock=str(cache_dir() / "locks"),
                         runner_user=cfg.runner_user)
     spec = EvalSpec(problem=dict(prob.worker_spec(), source_hash=_hash_paths(files)),
                     shapes=tuple(ShapeSpec.from_case(dict(s.to_json(), label=s.label())) for s in selected),
                     device=device, mode=mode, candidate_name=candidate_name, model_class=model_class,
                     kernels=tuple(kernels or ()), settings=settings)
     return spec, files
-
-
-def _cache_root() -> Path:
-    return Path(os.environ.get("AKA_CACHE_DIR", Path.home() / ".cache" / "aka"))
 
 
 def _hash_paths(paths) -> str:

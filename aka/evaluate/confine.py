@@ -165,9 +165,11 @@ def runner_factory(spec: EvalSpec, judge_dir: str):
     """A callable the judge calls once, at the import stage, to start its runner."""
     def start(judge) -> RunnerClient:
         from aka.evaluate.sandbox import scrubbed_env
+        from aka.hardware import cache_dir
         rdir = Path(os.environ.get("AKA_RUNNER_DIR") or Path(judge_dir) / "runner")
         rdir.mkdir(parents=True, exist_ok=True)
-        cache_root = Path(os.environ.get("AKA_CACHE_DIR", Path.home() / ".cache" / "aka"))
+        cache_root = cache_dir()
+        hidden = hidden_paths(spec, cache_root)
         env = scrubbed_env({"HOME": str(rdir / "home"), "TMPDIR": str(rdir), "AKA_RUNNER_DEVICE": spec.device,
                             "AKA_JUDGE_PID": str(os.getpid()),
                             "XDG_CACHE_HOME": str(rdir / "cache"), "TORCHINDUCTOR_CACHE_DIR": str(rdir / "inductor")})
@@ -178,12 +180,12 @@ def runner_factory(spec: EvalSpec, judge_dir: str):
             # Compiled kernels are kept per candidate source: a candidate can only ever overwrite its
             # own cache, never the baselines' (torch.compile's Triton kernels live in the judge's cache).
             h = hashlib.sha256(Path(spec.candidate).read_bytes()).hexdigest()[:16]
-            tc = runner_triton_cache(cache_root, h, hidden_paths(spec, cache_root))
+            tc = runner_triton_cache(cache_root, h, hidden)
             tc.mkdir(parents=True, exist_ok=True)
             seed_driver_utils(Path(os.environ.get("TRITON_CACHE_DIR", cache_root / "triton")), tc)
             env["TRITON_CACHE_DIR"] = str(tc)
             writable.append(str(tc))
-        prefix, info = confine_prefix(writable, hidden_paths(spec, cache_root), spec.device, spec.settings.runner_user)
+        prefix, info = confine_prefix(writable, hidden, spec.device, spec.settings.runner_user)
         if info.get("user") == NOBODY:
             for w in writable:
                 for root, dirs, files in os.walk(w):

@@ -69,6 +69,7 @@ from pathlib import Path
 
 from aka.evaluate.gpulock import WAIT_STAGE
 from aka.evaluate.result import EvalResult
+from aka.hardware import cache_dir
 
 PKG_ROOT = Path(__file__).resolve().parent.parent.parent  # the directory holding `aka/`
 
@@ -99,7 +100,7 @@ def scrubbed_env(extra: dict | None = None) -> dict:
             env[k] = v
     # Triton and Inductor caches stay shared across evaluations: recompiling every kernel and
     # baseline per evaluation would cost the agent minutes per round.
-    cache = Path(os.environ.get("AKA_CACHE_DIR", Path.home() / ".cache" / "aka"))
+    cache = cache_dir()
     env.setdefault("TRITON_CACHE_DIR", str(Path(os.environ.get("TRITON_CACHE_DIR", cache / "triton"))))
     env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache / "inductor"))
     # A baseline graph is one to three kernels: compile them in the worker, not in a pool of
@@ -120,9 +121,8 @@ def judge_env_extra(tmp: Path, rdir: Path) -> dict:
     cache root (H200, 2026-12-03): its runners' per-candidate Triton caches lived and died with
     each evaluation, it looked for its driver module in the wrong place, and the cache paths it
     hides from its runner were ones that did not exist."""
-    cache = Path(os.environ.get("AKA_CACHE_DIR", Path.home() / ".cache" / "aka"))
     return {"HOME": str(tmp / "home"), "TMPDIR": str(tmp), "AKA_RUNNER_DIR": str(rdir),
-            "AKA_PARENT_PID": str(os.getpid()), "AKA_CACHE_DIR": str(cache.resolve())}
+            "AKA_PARENT_PID": str(os.getpid()), "AKA_CACHE_DIR": str(cache_dir().resolve())}
 
 
 def hash_files(paths: list[Path]) -> str:

@@ -30,17 +30,14 @@ def unresumable(root: Path) -> str | None:
     that did not parse has a record and no source, rightly). On the H200 (2026-12-03)
     seven cells copied from a results folder, which keeps run stores without candidate sources,
     each failed its resume with "candidate not found"."""
-    cands = root / "candidates"
-    if not cands.is_dir():
+    from aka.agent.store import RunStore
+    if not (root / "candidates").is_dir():
         return None
-    missing = []
-    for rec in sorted(cands.glob("c*.json")):
-        try:
-            evaluated = json.loads(rec.read_text()).get("result") is not None
-        except (OSError, json.JSONDecodeError):
-            evaluated = True   # a record cut mid-write: the store is not one to build on
-        if evaluated and not rec.with_suffix(".py").exists():
-            missing.append(rec.stem)
+    try:
+        cands = RunStore(root).candidates()
+    except (OSError, ValueError, KeyError, TypeError):   # a record cut mid-write: not a store to build on
+        return "a candidate record cannot be read"
+    missing = [c.id for c in cands if c.result is not None and c.source is None]
     return f"candidate source(s) missing: {', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''}" if missing else None
 
 
