@@ -63,7 +63,10 @@ def time_model(factory: str, library: str, device: str = "cuda", *, compile_patc
     model, (args, kwargs), _ = call_factory(factory.removeprefix("model:"), device)
     if args:
         raise ApplyError("end-to-end timing takes a factory whose example inputs are keyword arguments")
-    model.eval()
+    # serving is inference: no variant records an autograd graph (with parameters that require grad,
+    # torch.compile traced a training forward and the patched block under compile failed: its
+    # custom ops have no backward; H200, 2026-12-03)
+    model.eval().requires_grad_(False)
     patched = copy.deepcopy(model)
     report = apply(patched, library, check_inputs=kwargs)
     if not report.patched:
