@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# One device call (2026-12-03, third of the session) for what the first two left: the Llama block's
+# end-to-end time alone on the GPU (the library carried in .gpuconvert/llama), then side by side the
+# judge's own GPU tests, the kb kernels verify did not reach (AKA_KBV_OPS) and the ablation's last cells.
+#   device: AKA_T=270 bash scripts/gpu_finish.sh     (carry .gpucache, .whl, .gpuconvert, experiments/runs/<name>)
+set -uo pipefail
+: "${OUT:?set OUT to a results folder}"
+cd "$(dirname "$0")/.."
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 AKA_CACHE_DIR=$PWD/.gpucache
+[[ -s .gpucache/source_sha ]] && export AKA_GIT_SHA=$(cat .gpucache/source_sha)
+T=${AKA_T:-270}
+if ls .whl/pytest_xdist*.whl >/dev/null 2>&1 && ! python3 -c "import xdist" 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/pytest_xdist*.whl .whl/execnet*.whl \
+    && export PYTHONPATH=$PYTHONPATH:/tmp/site
+fi
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
+  python3 -c "import torch,triton,sys;print('torch',torch.__version__,'triton',triton.__version__,'python',sys.version.split()[0])"
+  echo "source ${AKA_GIT_SHA:-unknown}"; nproc; date -u +%FT%TZ; } > "$OUT/provenance.txt" 2>&1
+timeout 30 python3 scripts/diag_driver.py > "$OUT/driver_diag.txt" 2>&1
+[[ -d .gpuconvert/llama ]] && timeout --signal=INT 75 python3 -m aka.cli convert apply examples.llama_block:factory:size=realistic \
+  --library .gpuconvert/llama --device cuda --time --json "$OUT/llama_patch.json" > "$OUT/llama_apply.log" 2>&1
+( AKA_DEADLINE_S=$T OUT=$OUT/e bash scripts/gpu_exp.sh > "$OUT/exp_call.log" 2>&1 ) &
+V=.gl/kbv3; rm -rf $V; mkdir -p $V/results; cp -r knowledge_base $V/; cp -r results/kb $V/results/
+( timeout --signal=INT $(( T - 40 )) python3 -m aka.cli kb verify --device cuda --kb $V/knowledge_base \
+    --op "${AKA_KBV_OPS:-fp8_per_token_quant,qk_norm}" --shapes first --force --jobs 4 --timeout 150 > "$OUT/kbverify.log" 2>&1
+  tar czf "$OUT/kbv.tgz" -C $V results ) &
+AKA_GPU_RESULTS=$OUT/gpu_results.jsonl timeout --signal=INT $(( T - 20 )) python3 -m pytest -m gpu -q -n "${AKA_PYTEST_N:-4}" \
+  -p no:cacheprovider -rA --durations=20 --junitxml="$OUT/junit_judge.xml" tests/gpu/test_judge_gpu.py > "$OUT/judge.log" 2>&1
+wait
+ls -la "$OUT"
