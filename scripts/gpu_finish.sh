@@ -2,7 +2,7 @@
 # One device call (2026-12-03, third of the session) for what the first two left: the Llama block's
 # end-to-end time alone on the GPU (the library carried in .gpuconvert/llama), then side by side the
 # judge's own GPU tests, the kb kernels verify did not reach (AKA_KBV_OPS) and the ablation's last cells.
-#   device: AKA_T=270 bash scripts/gpu_finish.sh     (carry .gpucache, .whl, .gpuconvert, experiments/runs/<name>)
+#   device: AKA_T=240 AKA_PYTEST_N=8 AKA_JUDGE_TESTS="$(cat scripts/judge_tests_left.txt)" bash scripts/gpu_finish.sh     (carry .gpucache, .whl, .gpuconvert, experiments/runs/<name>)
 set -uo pipefail
 : "${OUT:?set OUT to a results folder}"
 cd "$(dirname "$0")/.."
@@ -24,7 +24,8 @@ V=.gl/kbv3; rm -rf $V; mkdir -p $V/results; cp -r knowledge_base $V/; cp -r resu
 ( timeout --signal=INT $(( T - 40 )) python3 -m aka.cli kb verify --device cuda --kb $V/knowledge_base \
     --op "${AKA_KBV_OPS:-fp8_per_token_quant,qk_norm}" --shapes first --force --jobs 4 --timeout 150 > "$OUT/kbverify.log" 2>&1
   tar czf "$OUT/kbv.tgz" -C $V results ) &
+read -ra JT <<< "${AKA_JUDGE_TESTS:-tests/gpu/test_judge_gpu.py}"   # a pytest argument list (node ids: "$(cat FILE)")
 AKA_GPU_RESULTS=$OUT/gpu_results.jsonl timeout --signal=INT $(( T - 20 )) python3 -m pytest -m gpu -q -n "${AKA_PYTEST_N:-4}" \
-  -p no:cacheprovider -rA --durations=20 --junitxml="$OUT/junit_judge.xml" tests/gpu/test_judge_gpu.py > "$OUT/judge.log" 2>&1
+  -p no:cacheprovider -rA --durations=20 --junitxml="$OUT/junit_judge.xml" "${JT[@]}" > "$OUT/judge.log" 2>&1
 wait
 ls -la "$OUT"

@@ -1,0 +1,68 @@
+"""Tabulate an H200 `aka kb verify` (the results/kb copy it wrote, brought back in a tarball) and
+fold its verdicts into the committed records where they add something.
+
+    python scripts/collect_kbverify.py LABEL=DIR [LABEL=DIR ...] --out results/h200/.../kbverify.tsv [--merge]
+
+DIR holds results/kb/kernels/<op>/<kernel>.results.json. A kernel seen in several DIRs takes the
+newest verdict. --merge writes the cuda result into results/kb/ only where the committed one is
+missing or covers fewer shapes than 'all' (`aka kb best` ranks all-shape results; a one-shape
+verdict never replaces one).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+COLS = ("kernel", "call", "source", "status", "shape", "time_us", "speedup_eager", "speedup_compile", "reason")
+
+
+def _cuda(path: Path) -> dict | None:
+    return json.loads(path.read_text()).get("devices", {}).get("cuda")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dirs", nargs="+", help="LABEL=DIR")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--since", default="", help="only verdicts dated at or after this ISO time")
+    ap.add_argument("--merge", action="store_true")
+    a = ap.parse_args()
+    seen: dict[str, tuple[str, Path, dict]] = {}
+    for item in a.dirs:
+        label, _, d = item.partition("=")
+        for p in sorted(Path(d).glob("results/kb/kernels/*/*.results.json")):
+            r = _cuda(p)
+            if not r or r.get("date", "") < a.since:
+                continue
+            k = f"{p.parent.name}/{p.name.removesuffix('.results.json')}"
+            if k not in seen or r["date"] > seen[k][2]["date"]:
+                seen[k] = (label, p, r)
+    rows = ["\t".join(COLS)]
+    merged = 0
+    for k in sorted(seen):
+        label, p, r = seen[k]
+        s = (r.get("shapes") or [{}])[0]
+        rows.append("\t".join(str(x) for x in (
+            k, label, r.get("git_sha", ""), r["status"], s.get("label", ""),
+            f"{s['time_us']:.2f}" if s.get("time_us") else "", f"{s['speedup_eager']:.2f}" if s.get("speedup_eager") else "",
+            f"{s['speedup_compile']:.2f}" if s.get("speedup_compile") else "", r.get("reason", ""))))
+        dest = REPO / "results/kb/kernels" / p.parent.name / p.name
+        if a.merge:
+            have = json.loads(dest.read_text()) if dest.exists() else {"kernel": f"kernels/{k}", "op": p.parent.name, "devices": {}}
+            if (have["devices"].get("cuda") or {}).get("shapes_spec") != "all":
+                have["devices"]["cuda"] = r
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_text(json.dumps(have, indent=2) + "\n")
+                merged += 1
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text("\n".join(rows) + "\n")
+    n = len(seen)
+    print(f"{n} kernels, {sum(1 for v in seen.values() if v[2]['status'] == 'pass')} pass -> {a.out}"
+          + (f"; {merged} records merged into results/kb" if a.merge else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
