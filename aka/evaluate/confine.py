@@ -139,14 +139,16 @@ def seed_driver_utils(trusted: Path, runner_cache: Path) -> int:
     return n
 
 
-def build_driver_utils() -> None:
+def build_driver_utils() -> str | None:
     """In the judge (which never imports candidate code): have Triton build its driver module in the
-    judge's own cache, where seed_driver_utils finds it for the next runners."""
+    judge's own cache, where seed_driver_utils finds it for the next runners. Returns why it could
+    not (a runner then builds its own, as before), None once it is built or found."""
     try:
         import triton
         triton.runtime.driver.active.utils  # noqa: B018 - the attribute's first read builds the module
-    except Exception:  # noqa: BLE001 - a runner then builds its own, as before
-        pass
+    except Exception as e:  # noqa: BLE001
+        return f"{type(e).__name__}: {e}"
+    return None
 
 
 def runner_triton_cache(cache_root: Path, digest: str, hidden: list[str]) -> Path:

@@ -504,6 +504,14 @@ def main(argv: list[str]) -> int:
         # a short evaluation ends before it (a daemon thread dies with os._exit: on the H200 the
         # cache never got the module). The result is out already; once built, it is a cache hit.
         warm.join(timeout=60)
+        if str(spec.device).startswith("cuda"):
+            # and again here, alone: on the H200 the judge's cache still lacked the module while the
+            # same steps on one thread of a fresh interpreter built it (2026-12-03, scripts/diag_driver.py),
+            # so the thread's attempt, beside the main thread's imports, is not relied on
+            from aka.evaluate.confine import build_driver_utils
+            why = build_driver_utils()
+            if why:
+                print(f"judge: Triton's driver module not built for the next runners: {why}", file=sys.stderr)
     os._exit(0)
 
 

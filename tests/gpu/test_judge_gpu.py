@@ -71,15 +71,17 @@ def test_a_second_candidates_runner_starts_with_the_judges_driver_module(tmp_pat
     monkeypatch.setenv("AKA_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
     src = HONEST.read_text()
-    walls = []
+    walls, tails = [], []
     for k in (1, 2):
         path = tmp_path / f"honest{k}.py"
         path.write_text(src + f"\n# copy {k}: another source, so another runner cache\n")
         res = evaluate(PROBLEM, path, shapes="0", config=EvalConfig(device="cuda", seed=7, timing=False))
         assert res.status == "pass", res.reason
         walls.append(res.wall_s)
+        tails.append(res.stderr_tail[-400:])
     judge_has = sorted((tmp_path / "cache" / "triton").glob("*/cuda_utils*"))
     h2 = hashlib.sha256((tmp_path / "honest2.py").read_bytes()).hexdigest()[:16]
     runner_has = sorted((tmp_path / "cache" / "runner-triton" / h2).glob("*/cuda_utils*"))
-    record("judge_seeded_driver", judge=[p.name for p in judge_has], runner=[p.name for p in runner_has], walls=walls)
+    record("judge_seeded_driver", judge=[p.name for p in judge_has], runner=[p.name for p in runner_has], walls=walls,
+           judge_stderr=tails)
     assert judge_has and {p.parent.name for p in judge_has} & {p.parent.name for p in runner_has}
