@@ -350,7 +350,10 @@ def test_labelled_queries_name_real_ids_across_layers():
 def test_dev_and_heldout_queries_name_real_ids_and_stay_apart():
     known = {c.doc_id for c in load_chunks(REPO / "knowledge_base")}
     tuning = {q.q for q in evalset.load_queries()}
-    for path, least in ((evalset.DEFAULT_DEV, 40), (evalset.DEFAULT_HELDOUT, 40)):
+    from aka.kb.cli import HELDOUT_FILES
+    heldout = [REPO / "knowledge_base" / f for f in HELDOUT_FILES]
+    assert len(heldout) >= 3 and all(p.exists() for p in heldout)
+    for path, least in ((evalset.DEFAULT_DEV, 40), *((p, 40) for p in heldout)):
         qs = evalset.load_queries(path)
         assert len(qs) >= least and evalset.check_labels(qs, known) == []
         assert not tuning & {q.q for q in qs}  # no query shared with the tuning set
@@ -360,7 +363,8 @@ def test_dev_and_heldout_queries_name_real_ids_and_stay_apart():
     assert not tuning & {q.q for q in kernel_dev}
     dev = evalset.load_queries(evalset.DEFAULT_DEV)
     assert all(q.kind == "symptom" for q in dev)
-    assert not {q.q for q in dev} & {q.q for q in evalset.load_queries(evalset.DEFAULT_HELDOUT)}
+    for p in heldout:
+        assert not {q.q for q in dev} & {q.q for q in evalset.load_queries(p)}
 
 
 def test_bad_query_file_is_refused(tmp_path):
