@@ -22,13 +22,14 @@ def _cuda(path: Path) -> dict | None:
     return json.loads(path.read_text()).get("devices", {}).get("cuda")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("dirs", nargs="+", help="LABEL=DIR")
     ap.add_argument("--out", required=True)
     ap.add_argument("--since", default="", help="only verdicts dated at or after this ISO time")
     ap.add_argument("--merge", action="store_true")
-    a = ap.parse_args()
+    ap.add_argument("--into", default=str(REPO / "results" / "kb"), help="the records --merge writes (default: results/kb)")
+    a = ap.parse_args(argv)
     seen: dict[str, tuple[str, Path, dict]] = {}
     for item in a.dirs:
         label, _, d = item.partition("=")
@@ -48,7 +49,7 @@ def main() -> int:
             k, label, r.get("git_sha", ""), r["status"], s.get("label", ""),
             f"{s['time_us']:.2f}" if s.get("time_us") else "", f"{s['speedup_eager']:.2f}" if s.get("speedup_eager") else "",
             f"{s['speedup_compile']:.2f}" if s.get("speedup_compile") else "", r.get("reason", ""))))
-        dest = REPO / "results/kb/kernels" / p.parent.name / p.name
+        dest = Path(a.into) / "kernels" / p.parent.name / p.name
         if a.merge:
             have = json.loads(dest.read_text()) if dest.exists() else {"kernel": f"kernels/{k}", "op": p.parent.name, "devices": {}}
             if (have["devices"].get("cuda") or {}).get("shapes_spec") != "all":

@@ -47,3 +47,34 @@ def test_each_calls_kb_log_is_appended_not_overwritten(tmp_path):
     assert log.count("## device call") == 2
     assert log.index("(call 1)") < log.index("source abc2") < log.index("(call 2)")
     assert (repo / "results/kb/kernels/rms_norm/rowwise.results.json").exists()
+
+
+def test_kbverify_merge_adds_one_shape_verdicts_but_never_replaces_an_all_shape_result(tmp_path):
+    import json
+
+    def record(spec, date, time_us):
+        return {"status": "pass", "reason": "all stages passed", "shapes_spec": spec, "date": date, "git_sha": "abc",
+                "shapes": [{"id": "0", "label": "n=1", "time_us": time_us, "speedup_eager": 2.0, "speedup_compile": 1.1}]}
+
+    def write(root, op, name, cuda):
+        p = root / "results/kb/kernels" / op / f"{name}.results.json"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps({"kernel": f"kernels/{op}/{name}", "op": op, "devices": {"cuda": cuda}}))
+    new, into = tmp_path / "call", tmp_path / "repo" / "results" / "kb"
+    write(new, "rms_norm", "rowwise", record("first", "2026-12-03T16:00:00", 1.5))
+    write(new, "rms_norm", "chunked", record("first", "2026-12-03T16:01:00", 2.5))
+    write(new, "softmax", "old", record("first", "2026-11-01T00:00:00", 9.0))   # before --since: not a verdict of this run
+    write(tmp_path / "repo", "rms_norm", "rowwise", record("all", "2026-11-30T00:00:00", 1.0))
+    write(tmp_path / "repo", "rms_norm", "chunked", record("first", "2026-12-02T00:00:00", 3.0))
+    out = tmp_path / "kbverify.tsv"
+    done = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "collect_kbverify.py"), f"c1={new}", "--since",
+                           "2026-12-03", "--out", str(out), "--merge", "--into", str(into)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    rows = out.read_text().splitlines()
+    assert rows[0].split("\t")[:4] == ["kernel", "call", "source", "status"]
+    assert sorted(r.split("\t")[0] for r in rows[1:]) == ["rms_norm/chunked", "rms_norm/rowwise"]
+    kept = json.loads((into / "kernels/rms_norm/rowwise.results.json").read_text())["devices"]["cuda"]
+    assert kept["shapes_spec"] == "all" and kept["shapes"][0]["time_us"] == 1.0   # the all-shape result stays
+    merged = json.loads((into / "kernels/rms_norm/chunked.results.json").read_text())["devices"]["cuda"]
+    assert merged["date"].startswith("2026-12-03") and merged["shapes"][0]["time_us"] == 2.5
