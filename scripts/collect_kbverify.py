@@ -45,12 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     for k in sorted(seen):
         label, p, r = seen[k]
         s = (r.get("shapes") or [{}])[0]
-        rows.append("\t".join(str(x) for x in (
-            k, label, r.get("git_sha", ""), r["status"], s.get("label", ""),
-            f"{s['time_us']:.2f}" if s.get("time_us") else "", f"{s['speedup_eager']:.2f}" if s.get("speedup_eager") else "",
-            f"{s['speedup_compile']:.2f}" if s.get("speedup_compile") else "", r.get("reason", ""))))
-        dest = Path(a.into) / "kernels" / p.parent.name / p.name
+        nums = [f"{s[f]:.2f}" if s.get(f) else "" for f in ("time_us", "speedup_eager", "speedup_compile")]
+        rows.append("\t".join(str(x) for x in (k, label, r.get("git_sha", ""), r["status"], s.get("label", ""),
+                                               *nums, r.get("reason", ""))))
         if a.merge:
+            dest = Path(a.into) / "kernels" / p.parent.name / p.name
             have = json.loads(dest.read_text()) if dest.exists() else {"kernel": f"kernels/{k}", "op": p.parent.name, "devices": {}}
             if (have["devices"].get("cuda") or {}).get("shapes_spec") != "all":
                 have["devices"]["cuda"] = r

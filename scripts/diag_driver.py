@@ -1,20 +1,37 @@
-# what the judge's warm-up does, in the open: does Triton's driver module land in TRITON_CACHE_DIR?
-import os, sys, tempfile, threading, traceback, glob, pathlib
-d = tempfile.mkdtemp(); os.environ["TRITON_CACHE_DIR"] = d
-import torch
-def init():
+"""What the judge's warm-up does (aka/evaluate/judge.py, _warm_up), in the open, on the device: on a
+thread of a fresh interpreter, does Triton's driver module (cuda_utils) land in TRITON_CACHE_DIR?
+H200, 2026-12-03 (results/h200/harness/judge-2026-12-03/call6/driver_diag.txt): it does.
+
+    python3 scripts/diag_driver.py
+"""
+import glob
+import os
+import tempfile
+import threading
+import traceback
+
+cache = tempfile.mkdtemp()
+os.environ["TRITON_CACHE_DIR"] = cache
+
+
+def warm_up() -> None:
     import torch
-    torch.cuda.init(); torch.empty(1, device="cuda"); torch.cuda.current_blas_handle()
-    import torch._dynamo, torch.utils.flop_counter
+    torch.cuda.init()
+    torch.empty(1, device="cuda")
+    torch.cuda.current_blas_handle()
+    import torch._dynamo  # noqa: F401 - as the judge's warm-up imports them
+    import torch.utils.flop_counter  # noqa: F401
     try:
         import triton
-        u = triton.runtime.driver.active.utils
-        print("utils", type(u), getattr(u, "__module__", None))
-    except Exception:
+        utils = triton.runtime.driver.active.utils
+        print("utils", type(utils), getattr(utils, "__module__", None))
+    except Exception:  # noqa: BLE001 - the point is to see it
         traceback.print_exc()
-t = threading.Thread(target=init); t.start(); t.join(120)
-print("cache after warm-up:", sorted(str(pathlib.Path(p).relative_to(d)) for p in glob.glob(d + "/**", recursive=True))[:20])
-import triton
-print("knobs cache dir:", getattr(getattr(triton, "knobs", None), "cache", None) and triton.knobs.cache.dir)
-import triton.runtime.build as b; print("build module:", b.__file__)
-print([n for n in dir(b) if "cache" in n.lower() or "compile" in n.lower()])
+
+
+t = threading.Thread(target=warm_up)
+t.start()
+t.join(120)
+print("cache after warm-up:", sorted(os.path.relpath(p, cache) for p in glob.glob(cache + "/**", recursive=True))[:20])
+import triton  # noqa: E402
+print("knobs cache dir:", triton.knobs.cache.dir)

@@ -13,18 +13,14 @@ O=$OUT/f; mkdir -p "$O"   # everything under one folder, one archive at the end:
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 AKA_CACHE_DIR=$PWD/.gpucache
 [[ -s .gpucache/source_sha ]] && export AKA_GIT_SHA=$(cat .gpucache/source_sha)
 T=${AKA_T:-270}
-if ls .whl/pytest_xdist*.whl >/dev/null 2>&1 && ! python3 -c "import xdist" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/pytest_xdist*.whl .whl/execnet*.whl \
-    && export PYTHONPATH=$PYTHONPATH:/tmp/site
-fi
-{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
-  python3 -c "import torch,triton,sys;print('torch',torch.__version__,'triton',triton.__version__,'python',sys.version.split()[0])"
-  echo "source ${AKA_GIT_SHA:-unknown}"; nproc; date -u +%FT%TZ; } > "$O/provenance.txt" 2>&1
+. scripts/device_lib.sh
+use_xdist
+device_provenance > "$O/provenance.txt" 2>&1
 timeout 30 python3 scripts/diag_driver.py > "$O/driver_diag.txt" 2>&1
 [[ -d .gpuconvert/llama ]] && timeout --signal=INT 75 python3 -m aka.cli convert apply examples.llama_block:factory:size=realistic \
   --library .gpuconvert/llama --device cuda --time --json "$O/llama_patch.json" > "$O/llama_apply.log" 2>&1
 ( AKA_DEADLINE_S=$T OUT=$O/e bash scripts/gpu_exp.sh > "$O/exp_call.log" 2>&1 ) &
-V=.gl/kbv3; rm -rf $V; mkdir -p $V/results; cp -r knowledge_base $V/; cp -r results/kb $V/results/
+V=.gl/kbv3; kb_copy $V
 ( timeout --signal=INT $(( T - 40 )) python3 -m aka.cli kb verify --device cuda --kb $V/knowledge_base \
     --op "${AKA_KBV_OPS:-fp8_per_token_quant,qk_norm}" --shapes first --force --jobs 4 --timeout 150 > "$O/kbverify.log" 2>&1
   tar czf "$O/kbv.tgz" -C $V results ) &

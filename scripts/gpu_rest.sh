@@ -11,14 +11,10 @@ cd "$(dirname "$0")/.."
 T0=$(date +%s); TOTAL=${AKA_TOTAL_S:-440}
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 AKA_CACHE_DIR=$PWD/.gpucache
 [[ -s .gpucache/source_sha ]] && export AKA_GIT_SHA=$(cat .gpucache/source_sha)
-if ls .whl/pytest_xdist*.whl >/dev/null 2>&1 && ! python3 -c "import xdist" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/pytest_xdist*.whl .whl/execnet*.whl \
-    && export PYTHONPATH=$PYTHONPATH:/tmp/site
-fi
-V=.gl/kbv; rm -rf $V; mkdir -p $V/results "$OUT/v"; cp -r knowledge_base $V/; cp -r results/kb $V/results/
-{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
-  python3 -c "import torch,triton,sys;print('torch',torch.__version__,'triton',triton.__version__,'python',sys.version.split()[0])"
-  echo "source ${AKA_GIT_SHA:-unknown}"; nproc; date -u +%FT%TZ; } > "$OUT/v/provenance.txt" 2>&1
+. scripts/device_lib.sh
+use_xdist
+V=.gl/kbv; kb_copy $V; mkdir -p "$OUT/v"
+device_provenance > "$OUT/v/provenance.txt" 2>&1
 RO=${AKA_REVERIFY_OPS-fp8_per_token_quant}   # empty: no kb verify beside the tests
 [[ -n $RO ]] && timeout --signal=INT 220 python3 -m aka.cli kb verify --device cuda --kb $V/knowledge_base --op "$RO" \
   --shapes first --force --jobs 4 --timeout 200 > "$OUT/v/verify.log" 2>&1 &

@@ -1,0 +1,22 @@
+# Sourced by device scripts (scripts/gpu_rest.sh, scripts/gpu_finish.sh): what each call repeats.
+
+# pytest-xdist from the carried wheels (.whl/) when the device's Python lacks it
+use_xdist() {
+  if ls .whl/pytest_xdist*.whl >/dev/null 2>&1 && ! python3 -c "import xdist" 2>/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/pytest_xdist*.whl .whl/execnet*.whl \
+      && export PYTHONPATH=$PYTHONPATH:/tmp/site
+  fi
+}
+
+# the call's provenance on stdout: GPU, driver and clocks, torch/triton/python, source commit, cores, date
+device_provenance() {
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
+  python3 -c "import torch,triton,sys;print('torch',torch.__version__,'triton',triton.__version__,'python',sys.version.split()[0])"
+  echo "source ${AKA_GIT_SHA:-unknown}"; nproc; date -u +%FT%TZ
+}
+
+# a scratch copy of the knowledge base and its committed results, for a kb verify that must not
+# write into the tree: kb_copy DIR (then --kb DIR/knowledge_base; the results land in DIR/results)
+kb_copy() {
+  rm -rf "$1"; mkdir -p "$1/results"; cp -r knowledge_base "$1/"; cp -r results/kb "$1/results/"
+}
