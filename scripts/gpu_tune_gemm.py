@@ -58,24 +58,42 @@ def gemv(bn, bk, warps, split=0):
     return {"path": "gemv", "BN": bn, "BK": bk, "SPLIT_K": split, "num_warps": warps, "num_stages": 1}
 
 
+# Added 2026-12-03 after the first full-grid run: the shapes under 0.9x of cuBLAS were M 1-8 (the
+# split-K launch and partials against a 12-15 us weight stream) and M 96-256 (tiles of 64 rows
+# read each weight tile twice, and 32-64 tiles leave the GPU idle without a split): deeper
+# pipelines and narrower tiles for decode; 128-row tiles with explicit splits for mid M.
+DECODE_MORE = [tile(16, 32, 128, 4, 6, 1), tile(16, 64, 128, 4, 6, 1), tile(16, 64, 256, 4, 3, 1),
+               tile(16, 128, 64, 4, 6, 1), tile(16, 32, 256, 4, 4, 1, split=2), tile(16, 64, 128, 4, 4, 1, split=2),
+               tile(16, 64, 128, 4, 4, 1, split=3), tile(16, 32, 128, 4, 6, 1, split=2), tile(16, 64, 128, 8, 4, 1),
+               tile(16, 128, 128, 4, 4, 1, split=4), tile(16, 64, 128, 4, 4, 1, persist=1, occ=3)]
+MID_MORE = [tile(128, 64, 128, 4, 4, 1, split=2), tile(128, 64, 128, 4, 4, 1, split=3), tile(128, 64, 64, 4, 6, 1, split=2),
+            tile(128, 128, 64, 8, 4, 1, split=3), tile(128, 128, 64, 8, 4, 1, split=4), tile(128, 128, 64, 8, 5, 1, split=2),
+            tile(128, 128, 128, 8, 3, 1, split=2), tile(128, 128, 128, 8, 3, 1, split=3), tile(128, 64, 128, 8, 4, 1, split=2),
+            tile(128, 256, 64, 8, 3, 1, split=2), tile(128, 128, 64, 8, 4, 1, split=2, persist=1),
+            tile(64, 128, 128, 4, 4, 1, split=2), tile(64, 128, 128, 4, 4, 1, split=3), tile(64, 64, 128, 4, 4, 1, split=2),
+            tile(256, 128, 64, 8, 3, 1, split=2), tile(128, 128, 64, 4, 4, 1, split=2)]
+
+
 def bf16_grid(M):
     """Candidates per M bucket, most promising first (the deadline drops the tail)."""
     if M <= 4:
         return [gemv(32, 256, 4), tile(16, 64, 128, 4, 4, 1), gemv(64, 256, 8), gemv(16, 256, 4),
-                gemv(32, 512, 8), tile(16, 64, 128, 4, 4, 0), gemv(32, 256, 4, split=1)]
+                gemv(32, 512, 8), tile(16, 64, 128, 4, 4, 0), gemv(32, 256, 4, split=1)] + DECODE_MORE
     if M <= 16:
         return [tile(16, 64, 128, 4, 4, 1), tile(16, 64, 128, 4, 4, 0), tile(16, 128, 128, 4, 4, 1),
-                tile(16, 64, 256, 4, 3, 0), tile(16, 32, 256, 4, 4, 1), tile(16, 64, 128, 4, 6, 1, split=4)]
+                tile(16, 64, 256, 4, 3, 0), tile(16, 32, 256, 4, 4, 1), tile(16, 64, 128, 4, 6, 1, split=4)] + DECODE_MORE
     if M <= 64:
         bm = 32 if M <= 32 else 64
         return [tile(bm, 128, 128, 4, 4, 1), tile(bm, 64, 128, 4, 4, 1), tile(bm, 128, 128, 4, 4, 1, persist=1),
                 tile(bm, 64, 128, 4, 4, 0), tile(bm, 128, 64, 4, 5, 1), tile(bm, 256, 64, 8, 4, 1, split=1),
-                tile(bm, 128, 128, 4, 4, 1, persist=1, occ=2), tile(bm, 128, 128, 4, 4, 1, split=2)]
+                tile(bm, 128, 128, 4, 4, 1, persist=1, occ=2), tile(bm, 128, 128, 4, 4, 1, split=2),
+                tile(bm, 64, 256, 4, 3, 1), tile(bm, 64, 128, 4, 6, 1), tile(bm, 32, 128, 4, 6, 1),
+                tile(bm, 64, 128, 4, 4, 1, split=2), tile(bm, 64, 128, 4, 4, 1, split=4)]
     if M <= 256:  # explicit splits last: `auto` (two programs per SM) takes 9 at M 128, N 4096, 19 MB of partials
         return [tile(64, 128, 64, 4, 4, 1), tile(128, 128, 64, 8, 4, 1), tile(64, 128, 128, 4, 4, 1),
                 tile(128, 128, 64, 8, 4, 1, persist=1), tile(64, 64, 128, 4, 4, 0), tile(64, 256, 64, 8, 3, 1),
                 tile(64, 128, 64, 4, 4, 1, persist=1, occ=2), tile(64, 128, 64, 4, 4, 1, split=4),
-                tile(128, 128, 64, 8, 4, 1, split=2)]
+                tile(128, 128, 64, 8, 4, 1, split=2)] + MID_MORE
     return [tile(128, 256, 64, 8, 3, 1, split=1, persist=1), tile(128, 256, 64, 8, 3, 1, split=1),
             tile(128, 128, 64, 8, 4, 1, split=1, persist=1), tile(128, 256, 64, 8, 3, 1, split=1, persist=1, ws=1),
             tile(256, 128, 64, 8, 3, 1, split=1, persist=1), tile(128, 128, 64, 8, 4, 1),
