@@ -149,3 +149,15 @@ def test_report_finds_a_planted_effect_and_not_a_null_one(tmp_path):
     g = st["summaries"]["better"]["geomean"]
     assert g["lo"] < g["value"] < g["hi"]
     assert st["iteration"]["base"]["first_try_runs"] == 24 and st["iteration"]["base"]["first_try_speedup"] == 1.2
+
+
+def test_wall_time_leaves_out_the_downtime_between_a_cut_off_and_its_resume():
+    # a run cut off by a device call's deadline and resumed in a call hours later: the table's
+    # wall_s (and the report's against-spend plot) counts the run's own seconds only
+    from aka.exp.table import active_clock
+    ev = [{"t": "2026-12-02T19:00:00+00:00", "type": "start"},
+          {"t": "2026-12-02T19:00:30+00:00", "type": "accepted", "candidate": "c0001"},
+          {"t": "2026-12-02T19:01:00+00:00", "type": "proposal", "candidate": "c0002"},
+          {"t": "2026-12-03T07:44:00+00:00", "type": "resume"},
+          {"t": "2026-12-03T07:44:40+00:00", "type": "rejected", "candidate": "c0002"}]
+    assert active_clock(ev) == [0.0, 30.0, 60.0, 60.0, 100.0]

@@ -30,6 +30,9 @@ def add_parser(sub) -> None:
     rep.add_argument("dir", help="the experiment's output directory")
     rep.add_argument("--baseline", help="arm the others are tested against (default: every pair)")
     rep.add_argument("--boot", type=int, default=4000, help="bootstrap resamples")
+    rep.add_argument("--rebuild-table", action="store_true",
+                     help="first rewrite table.csv from the run stores in runs/ (after a change to how the "
+                          "table is computed; needs cells.json)")
     rep.set_defaults(func=cmd_report)
 
 
@@ -93,6 +96,17 @@ def cmd_report(args) -> int:
     from aka.errors import UserError
     from aka.exp.report import write_report
     d = Path(args.dir)
+    if args.rebuild_table:
+        import json
+
+        from aka.exp.run import collect
+        from aka.exp.table import write_table
+        if not (d / "cells.json").is_file() or not (d / "runs").is_dir():
+            raise UserError(f"--rebuild-table: {d} needs cells.json and runs/")
+        rows = collect(d, json.loads((d / "cells.json").read_text()))
+        if not rows:
+            raise UserError(f"--rebuild-table: no run store under {d / 'runs'} has events")
+        write_table(rows, d / "table.csv")
     if not (d / "table.csv").is_file():
         raise UserError(f"no table.csv in {d}: run `aka exp run CONFIG` first")
     path = write_report(d, baseline=args.baseline, n_boot=args.boot)

@@ -14,6 +14,8 @@ from aka.exp.table import read_table
 
 
 def environment(d: Path) -> dict:
+    """Where the report was computed, and (`runs`) what the runs themselves ran on, from their best
+    results' records: the two differ when a GPU grid is reported on another machine."""
     env = {"python": platform.python_version(), "host": platform.node(), "numpy": np.__version__}
     for mod in ("torch", "triton", "matplotlib"):
         try:
@@ -27,6 +29,7 @@ def environment(d: Path) -> dict:
     except (OSError, subprocess.SubprocessError):
         env["git"] = None
     devices, gpus = set(), set()
+    ran: dict[str, set] = {"torch": set(), "triton": set(), "python": set(), "git_sha": set(), "driver": set()}
     for ev_path in sorted((d / "runs").glob("*/events.jsonl")):
         first = ev_path.read_text().split("\n", 1)[0]
         try:
@@ -34,12 +37,20 @@ def environment(d: Path) -> dict:
         except json.JSONDecodeError:
             continue
         devices.add(str(ev.get("device")))
-    for res in sorted((d / "runs").glob("*/best.json"))[:50]:
-        gpu = ((json.loads(res.read_text()).get("result") or {}).get("env") or {}).get("gpu")
-        if gpu:
-            gpus.add(gpu)
+    for res in sorted((d / "runs").glob("*/best.json")):
+        try:
+            renv = (json.loads(res.read_text()).get("result") or {}).get("env") or {}
+        except json.JSONDecodeError:
+            continue
+        if renv.get("gpu"):
+            gpus.add(renv["gpu"])
+        for k in ran:
+            v = (renv.get("clocks") or {}).get("driver") if k == "driver" else renv.get(k)
+            if v:
+                ran[k].add(str(v))
     env["devices"] = sorted(devices)
     env["gpus"] = sorted(gpus)
+    env["runs"] = {k: sorted(v) for k, v in ran.items() if v}
     return env
 
 
@@ -258,7 +269,9 @@ def write_report(d: Path, *, baseline: str | None = None, n_boot: int = 4000) ->
         L.append(f"| {arm} | {i['first_try_runs']}, {_num(i['first_try_speedup'])} | {i['fixed_later_runs']}, "
                  f"{_num(i['fixed_later_speedup'])} | {rate('compiled')} | {rate('correct')} |")
     L += ["", "## Plots", ""] + [f"![{m}]({m})" for m in made]
-    L += ["", "## Environment", "", "```json", json.dumps(env, indent=1), "```"]
+    L += ["", "## Environment", "", "Top level: where this report was computed; `runs`: what the runs' best results "
+          "record they ran on (torch, triton, Python, source commit, driver).", "",
+          "```json", json.dumps(env, indent=1), "```"]
     L += ["", "Every run's own resolved config is `runs/<run id>/config.yaml` (the arm's below, with the cell's "
           "op and seed)."]
     for name in ("exp.yaml", "arms.yaml"):

@@ -5,7 +5,8 @@ Columns: arm, operator, category, seed, round, candidate, status, compiled, corr
 (this candidate's: pass rate on CPU, weighted geomean sol_fraction on a GPU), best_so_far (the
 incumbent's after this candidate's decision; 0 before anything passes), speedup_eager (geomean
 over shapes, GPU only), tokens, cost_usd (cumulative LLM spend up to and including this
-candidate), wall_s (seconds from the run's start to this candidate's verdict), accepted,
+candidate), wall_s (the run's own seconds from its start to this candidate's verdict: a run cut
+off by a deadline and resumed in a later call does not count the hours between), accepted,
 objective_kind, run_id.
 """
 from __future__ import annotations
@@ -31,17 +32,30 @@ def _geo(xs) -> float | None:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
+def active_clock(events: list[dict]) -> list[float]:
+    """Each event's time since the run's start, less the downtime before every `resume` event (the
+    gap between a cut-off and the call that resumed it is not the run's time)."""
+    out, now, prev = [], 0.0, None
+    for ev in events:
+        t = _t(ev)
+        if prev is not None and ev.get("type") != "resume":
+            now += max(0.0, t - prev)
+        out.append(now)
+        prev = t
+    return out
+
+
 def run_rows(root: Path, arm: str, operator: str, category: str, seed: int) -> list[dict]:
     from aka.agent.store import RunStore
     store = RunStore(root)
     events = store.events()
     if not events:
         return []
-    t0 = _t(events[0])
+    clock = active_clock(events)
     verdict_t: dict[str, float] = {}
-    for ev in events:
+    for ev, t in zip(events, clock):
         if ev.get("candidate") and ev["type"] in ("rejected", "accepted", "invalid_proposal", "llm_error"):
-            verdict_t[ev["candidate"]] = _t(ev) - t0
+            verdict_t[ev["candidate"]] = t
     rows, best, tokens, cost = [], 0.0, 0, 0.0
     for c in store.candidates():
         tokens += int(c.meta.get("input_tokens") or 0) + int(c.meta.get("output_tokens") or 0)
@@ -54,7 +68,7 @@ def run_rows(root: Path, arm: str, operator: str, category: str, seed: int) -> l
                      "candidate": c.id, "status": c.status, "compiled": c.status not in NOT_COMPILED,
                      "correct": c.status in CORRECT, "objective": obj, "best_so_far": best,
                      "speedup_eager": speed, "tokens": tokens, "cost_usd": round(cost, 6),
-                     "wall_s": round(verdict_t.get(c.id, _t(events[-1]) - t0), 1), "accepted": bool(c.accepted),
+                     "wall_s": round(verdict_t.get(c.id, clock[-1]), 1), "accepted": bool(c.accepted),
                      "objective_kind": c.score.kind if c.score else None, "run_id": root.name})
     return rows
 
