@@ -88,6 +88,48 @@ def paired(fin: dict[tuple, float], arms: list[str], baseline: str | None = None
     return tests
 
 
+def paired_by_operator(fin: dict[tuple, float], arms: list[str], baseline: str | None = None) -> dict:
+    """The same comparisons with the operator as the unit: per operator the mean log-ratio over the
+    seeds both arms ran, an exact sign-flip test over operators, Holm over the family.
+
+    Seeds of one operator share its kernels, shapes and GPU; when a proposer's search barely depends
+    on the seed (the offline proposer's is almost deterministic), the (operator, seed) cells are
+    near-replicates and a test over cells counts each operator as several independent pairs. This
+    test does not: with k operators no p-value can fall below 2 / 2**k. `seed_sd` (pooled SD of log
+    final over the seeds of each (arm, operator)) against `cell_sd` (SD of the cell-level paired
+    log-differences) says which reading fits: seeds that spread far less than pairs do are
+    replicates, and this is the test to read."""
+    pairs = [(baseline, a) for a in arms if a != baseline] if baseline else list(itertools.combinations(arms, 2))
+    groups: dict[tuple, list[float]] = defaultdict(list)
+    for (a, o, _), v in fin.items():
+        groups[(a, o)].append(float(np.log(max(v, FLOOR))))
+    within = [np.var(g, ddof=1) * (len(g) - 1) for g in groups.values() if len(g) > 1]
+    dof = sum(len(g) - 1 for g in groups.values() if len(g) > 1)
+    seed_sd = float(np.sqrt(sum(within) / dof)) if dof else None
+    tests = []
+    for a, b in pairs:
+        ops = sorted({o for (x, o, _) in fin if x == a} & {o for (x, o, _) in fin if x == b})
+        va, vb = [], []
+        for o in ops:
+            seeds = sorted({s for (x, oo, s) in fin if x == a and oo == o} & {s for (x, oo, s) in fin if x == b and oo == o})
+            la = np.log(np.maximum([fin[(a, o, s)] for s in seeds], FLOOR))
+            lb = np.log(np.maximum([fin[(b, o, s)] for s in seeds], FLOOR))
+            va.append(float(np.exp(la.mean())))
+            vb.append(float(np.exp(lb.mean())))
+        if len(ops) < 2:
+            tests.append({"a": a, "b": b, "n": len(ops), "p": None, "note": "fewer than 2 shared operators"})
+            continue
+        t = stats.paired_permutation_test(vb, va)
+        t.update(a=a, b=b, per_operator={o: y / x for o, x, y in zip(ops, va, vb)}, min_p=2.0 / 2 ** len(ops))
+        tests.append(t)
+    ps = [t["p"] for t in tests if t.get("p") is not None]
+    adj = iter(stats.holm(ps))
+    for t in tests:
+        if t.get("p") is not None:
+            t["p_holm"] = next(adj)
+    return {"tests": tests, "seed_sd": seed_sd}
+
+
 def decomposition(fin: dict[tuple, float], category: dict[str, str]) -> dict | None:
     keys = list(fin)
     if len({a for a, _, _ in keys}) < 2:

@@ -183,6 +183,31 @@ def _num(v, spec=".3g") -> str:
     return "-" if v is None else format(v, spec)
 
 
+def _by_operator_lines(by_op: dict, mde: dict | None) -> list[str]:
+    done = [t for t in by_op["tests"] if t.get("p") is not None]
+    if not done:
+        return []
+    seed_sd, cell_sd = by_op.get("seed_sd"), (mde or {}).get("sd_log_diff")
+    L = ["", "## Operators as the unit", "",
+         "The same comparisons over operators (each the mean log-ratio over its seeds; exact sign-flip test, "
+         f"Holm over the family). With {done[0]['n']} operators no p-value can be below {done[0]['min_p']:.3g}."]
+    if seed_sd is not None and cell_sd:
+        replicates = seed_sd < 0.5 * cell_sd
+        L += ["", f"Seeds' spread: pooled SD of log final objective within (arm, operator) {seed_sd:.3g}, against "
+                  f"{cell_sd:.3g} for the cell-level paired log-differences. "
+                  + ("**The seeds are near-replicates of each other: read this table, not the one over cells**, which "
+                     "counts each operator once per seed." if replicates else
+                     "Seeds vary about as much as pairs do; the test over cells is the design's own.")]
+    L += ["", "| b vs a | operators | ratio b/a | per operator | p | p (Holm) |", "|---|---|---|---|---|---|"]
+    for t in by_op["tests"]:
+        if t.get("p") is None:
+            L.append(f"| {t['b']} vs {t['a']} | {t['n']} | - | - | - | - ({t['note']}) |")
+        else:
+            per = ", ".join(f"{o} {r:.3g}" for o, r in t["per_operator"].items())
+            L.append(f"| {t['b']} vs {t['a']} | {t['n']} | {t['ratio']:.3g} | {per} | {t['p']:.3g} | {t['p_holm']:.3g} |")
+    return L
+
+
 def write_report(d: Path, *, baseline: str | None = None, n_boot: int = 4000) -> Path:
     rows = read_table(d / "table.csv")
     if not rows:
@@ -212,13 +237,15 @@ def write_report(d: Path, *, baseline: str | None = None, n_boot: int = 4000) ->
     tests = an.paired(fin, arms, baseline)
     decomp = an.decomposition(fin, category)
     mde = an.detectable(tests)
+    by_op = an.paired_by_operator(fin, arms, baseline)
     it = an.iteration(rs, arms, rounds)
     kept = {rid: c for rid, c in cells.items() if rid in {r["run_id"] for r in rows}}
     mech = an.mechanisms({rid: _events(d / "runs" / rid) for rid in kept}, kept, arms)
     arm_cfg = _arm_configs(d)
     env = environment(d)
     made = plots(rows, rs, arms, rounds, category, d)
-    (d / "stats.json").write_text(json.dumps({"summaries": summ, "paired": tests, "variance": decomp, "mde": mde,
+    (d / "stats.json").write_text(json.dumps({"summaries": summ, "paired": tests, "paired_by_operator": by_op,
+                                              "variance": decomp, "mde": mde,
                                               "iteration": it, "mechanisms": mech, "environment": env, "floor": an.FLOOR}, indent=1))
     kind = next((r["objective_kind"] for r in rows if r["objective_kind"]), "objective")
     L = [f"# Experiment {exp.get('name') if exp else d.name}", "",
@@ -248,6 +275,7 @@ def write_report(d: Path, *, baseline: str | None = None, n_boot: int = 4000) ->
               f"between two arms, with {mde['n_pairs']} pairs, SD of paired log-differences {mde['sd_log_diff']:.3g} "
               f"({mde['sd_source']}), two-sided alpha {mde['alpha']} / {mde['comparisons']} comparisons, "
               f"power {mde['power']}. Smaller true effects are likely to be missed by this design."]
+    L += _by_operator_lines(by_op, mde)
     if decomp:
         sh = decomp["share"]
         L += ["", "## Variance decomposition", "",
