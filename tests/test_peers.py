@@ -131,6 +131,16 @@ def test_peer_table_geomean_worst_shape_and_readme_section(tmp_path):
     assert update_readme(readme, md.replace("1.00x", "1.10x")) and "1.10x" in readme.read_text()
 
 
+def test_a_table_merging_two_commits_says_which_each_row_is_from():
+    from aka.bench.peers import markdown, peer_rows
+    old = [_rec("peer", "1", 10.0, date="2026-12-02T10:00:00"), _rec("kb", "1", 5.0, date="2026-12-02T10:00:00")]
+    new = [dict(r, op="layer_norm", git_sha="def", date="2026-12-03T19:00:00") for r in old]
+    md = markdown(peer_rows(old) + peer_rows(new))
+    assert "git per row" in md and "| measured (git, date) |" in md
+    assert "| abc, 2026-12-02 |" in md and "| def, 2026-12-03 |" in md
+    assert "measured (git, date)" not in markdown(peer_rows(old))
+
+
 def test_bench_peers_cli_without_records_is_a_user_error(tmp_path, capsys):
     assert main(["bench", "peers", str(tmp_path)]) == 2
     assert "no records" in capsys.readouterr().err

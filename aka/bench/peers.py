@@ -61,7 +61,8 @@ def peer_rows(records: list[dict]) -> list[dict]:
                     "kernel_failure": (f"{bad_kernel[0].get('status')}: {str(bad_kernel[0].get('reason', ''))[:90]}"
                                        if bad_kernel else ""),
                     "gpu": next((r.get("gpu") for r in rs if r.get("gpu")), None),
-                    "git_sha": next((r.get("git_sha") for r in rs if r.get("git_sha")), None)})
+                    "git_sha": next((r.get("git_sha") for r in rs if r.get("git_sha")), None),
+                    "date": next((str(r["date"])[:10] for r in rs if r.get("date")), None)})
     return out
 
 
@@ -70,18 +71,22 @@ def _x(v) -> str:
 
 
 def markdown(rows: list[dict], source: str = "") -> str:
+    """One row per (op, kernel). Rows measured from more than one commit (a table merging an older
+    call's ops with a newer call's) get a column saying which commit and day each row is from."""
     env = next((r for r in rows if r.get("gpu")), rows[0] if rows else {})
+    mixed = len({r.get("git_sha") for r in rows}) > 1
     head = (f"aka's kernel vs the op's peer, peer time / kernel time per shape (> 1: aka faster). "
-            f"GPU {env.get('gpu') or 'none'}, git {env.get('git_sha')}"
+            f"GPU {env.get('gpu') or 'none'}, git {'per row' if mixed else env.get('git_sha')}"
             + (f", records {source}" if source else "") + "; produced by `aka bench peers`.")
-    lines = [head, "", "| op | kernel | peer | shapes compared | aka vs peer (geomean) | worst shape | peer failed "
-             "| kernel failed |", "|---|---|---|---|---|---|---|---|"]
+    cols = "| op | kernel | peer | shapes compared | aka vs peer (geomean) | worst shape | peer failed | kernel failed |"
+    lines = [head, "", cols + (" measured (git, date) |" if mixed else ""), "|---" * (9 if mixed else 8) + "|"]
     for r in rows:
         peer = f"{r['peer']} ({r['library']} {r['version']})" if r.get("peer") else "-"
         failed = f"{r['peer_failed']}: {r['peer_failure']}" if r["peer_failed"] else "0"
         kfailed = f"{r['kernel_failed']}: {r['kernel_failure']}" if r.get("kernel_failed") else "0"
         lines.append(f"| {r['op']} | {r['impl']} | {peer} | {r['compared']}/{r['shapes']} | "
-                     f"{_x(r['geomean'])} | {_x(r['worst'])} {r['worst_shape'] or ''} | {failed} | {kfailed} |")
+                     f"{_x(r['geomean'])} | {_x(r['worst'])} {r['worst_shape'] or ''} | {failed} | {kfailed} |"
+                     + (f" {r.get('git_sha')}, {r.get('date') or '-'} |" if mixed else ""))
     return "\n".join(lines) + "\n"
 
 

@@ -72,24 +72,24 @@ _GEMV_MAX_M = 4
 _RUNTIME_INTS = ["M", "k_tiles_per_split", "n_work", "n_prog"]
 
 # --- dispatch table: scripts/bake_dispatch.py rewrites from here to the end marker ---
-_TABLE_SOURCE = 'gemm_tune.json: NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0, sha 1cf0c651b560, 2026-12-03T18:33:14+00:00, CUDA graph replay over rotating input sets (>= 3 x 60 MiB), median of replays / sets'
+_TABLE_SOURCE = 'tune.json: NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0, sha 1cf0c651b560, 2026-12-03T18:53:10+00:00, CUDA graph replay over rotating input sets (>= 3 x 60 MiB), median of replays / sets'
 _TABLE = [
-    (1, 6144, 4096, {'BK': 128, 'BM': 16, 'BN': 64, 'GROUP': 8, 'OCC': 1, 'PERSIST': 0, 'SPLIT_K': 0, 'TMA': 1, 'WS': 0, 'num_stages': 4, 'num_warps': 4, 'path': 'tile'}),  # 19.4 us
-    (8, 5120, 4096, {'BK': 128, 'BM': 16, 'BN': 64, 'GROUP': 8, 'OCC': 1, 'PERSIST': 0, 'SPLIT_K': 0, 'TMA': 1, 'WS': 0, 'num_stages': 4, 'num_warps': 4, 'path': 'tile'}),  # 17.4 us
-    (16, 7168, 8192, {'BK': 128, 'BM': 16, 'BN': 64, 'GROUP': 8, 'OCC': 1, 'PERSIST': 0, 'SPLIT_K': 0, 'TMA': 1, 'WS': 0, 'num_stages': 4, 'num_warps': 4, 'path': 'tile'}),  # 36.6 us
-    (32, 28672, 4096, {'BK': 128, 'BM': 32, 'BN': 64, 'GROUP': 8, 'OCC': 1, 'PERSIST': 0, 'SPLIT_K': 0, 'TMA': 1, 'WS': 0, 'num_stages': 4, 'num_warps': 4, 'path': 'tile'}),  # 61.5 us
-    (64, 128256, 4096, {'BK': 128, 'BM': 64, 'BN': 128, 'GROUP': 8, 'OCC': 1, 'PERSIST': 0, 'SPLIT_K': 0, 'TMA': 1, 'WS': 0, 'num_stages': 4, 'num_warps': 4, 'path': 'tile'}),  # 253.7 us
-    (96, 8192, 7392, {'BK': 64, 'BM': 128, 'BN': 128, 'GROUP': 8, 'OCC': 1, 'PERSIST': 0, 'SPLIT_K': 2, 'TMA': 1, 'WS': 0, 'num_stages': 4, 'num_warps': 8, 'path': 'tile'}),  # 47.0 us
-    (128, 4096, 14336, {'BK': 64, 'BM': 64, 'BN': 128, 'GROUP': 8, 'OCC': 1, 'PERSIST': 0, 'SPLIT_K': 4, 'TMA': 1, 'WS': 0, 'num_stages': 4, 'num_warps': 4, 'path': 'tile'}),  # 43.4 us
-    (256, 2560, 8192, {'BK': 64, 'BM': 128, 'BN': 128, 'GROUP': 8, 'OCC': 1, 'PERSIST': 0, 'SPLIT_K': 2, 'TMA': 1, 'WS': 0, 'num_stages': 4, 'num_warps': 8, 'path': 'tile'}),  # 34.7 us
-    (512, 4096, 4096, {'BK': 64, 'BM': 128, 'BN': 128, 'GROUP': 8, 'OCC': 1, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 0, 'num_stages': 4, 'num_warps': 8, 'path': 'tile'}),  # 30.8 us
-    (1024, 37888, 3584, {'BK': 64, 'BM': 128, 'BN': 256, 'GROUP': 8, 'OCC': 1, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 1, 'num_stages': 3, 'num_warps': 8, 'path': 'tile'}),  # 367.4 us
-    (2048, 8192, 7392, {'BK': 64, 'BM': 128, 'BN': 256, 'GROUP': 8, 'OCC': 1, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 1, 'num_stages': 3, 'num_warps': 8, 'path': 'tile'}),  # 324.8 us
-    (4096, 25600, 5120, {'BK': 64, 'BM': 128, 'BN': 256, 'GROUP': 8, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 0, 'num_stages': 3, 'num_warps': 8, 'path': 'tile'}),  # 1377.6 us
-    (4096, 28672, 4096, {'BK': 64, 'BM': 128, 'BN': 256, 'GROUP': 8, 'OCC': 1, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 0, 'num_stages': 3, 'num_warps': 8, 'path': 'tile'}),  # 1247.9 us
-    (8192, 6144, 4096, {'BK': 64, 'BM': 128, 'BN': 256, 'GROUP': 8, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 0, 'num_stages': 3, 'num_warps': 8, 'path': 'tile'}),  # 534.3 us
-    (8192, 8192, 2048, {'BK': 64, 'BM': 128, 'BN': 256, 'GROUP': 8, 'OCC': 1, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 1, 'num_stages': 3, 'num_warps': 8, 'path': 'tile'}),  # 376.7 us
-    (16384, 8192, 3584, {'BK': 64, 'BM': 128, 'BN': 256, 'GROUP': 8, 'OCC': 1, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 0, 'num_stages': 3, 'num_warps': 8, 'path': 'tile'}),  # 1249.3 us
+    (1, 6144, 4096, {'BK': 128, 'BM': 16, 'BN': 64, 'GROUP': 8, 'OCC': 1, 'PERSIST': 0, 'SPLIT_K': 2, 'TMA': 1, 'WS': 0, 'num_stages': 4, 'num_warps': 4, 'path': 'tile'}),  # 18.5 us
+    (8, 5120, 4096, {'BK': 128, 'BM': 16, 'BN': 64, 'GROUP': 8, 'OCC': 1, 'PERSIST': 0, 'SPLIT_K': 3, 'TMA': 1, 'WS': 0, 'num_stages': 4, 'num_warps': 4, 'path': 'tile'}),  # 16.7 us
+    (16, 7168, 8192, {'BK': 128, 'BM': 16, 'BN': 64, 'GROUP': 8, 'OCC': 1, 'PERSIST': 0, 'SPLIT_K': 2, 'TMA': 1, 'WS': 0, 'num_stages': 4, 'num_warps': 4, 'path': 'tile'}),  # 35.5 us
+    (32, 28672, 4096, {'BK': 256, 'BM': 32, 'BN': 64, 'GROUP': 8, 'OCC': 1, 'PERSIST': 0, 'SPLIT_K': 0, 'TMA': 1, 'WS': 0, 'num_stages': 3, 'num_warps': 4, 'path': 'tile'}),  # 61.4 us
+    (64, 128256, 4096, {'BK': 128, 'BM': 64, 'BN': 128, 'GROUP': 8, 'OCC': 1, 'PERSIST': 0, 'SPLIT_K': 0, 'TMA': 1, 'WS': 0, 'num_stages': 4, 'num_warps': 4, 'path': 'tile'}),  # 258.6 us
+    (96, 8192, 7392, {'BK': 64, 'BM': 128, 'BN': 128, 'GROUP': 8, 'OCC': 1, 'PERSIST': 0, 'SPLIT_K': 2, 'TMA': 1, 'WS': 0, 'num_stages': 5, 'num_warps': 8, 'path': 'tile'}),  # 45.2 us
+    (128, 4096, 14336, {'BK': 128, 'BM': 64, 'BN': 128, 'GROUP': 8, 'OCC': 1, 'PERSIST': 0, 'SPLIT_K': 2, 'TMA': 1, 'WS': 0, 'num_stages': 4, 'num_warps': 4, 'path': 'tile'}),  # 41.2 us
+    (256, 2560, 8192, {'BK': 128, 'BM': 128, 'BN': 128, 'GROUP': 8, 'OCC': 1, 'PERSIST': 0, 'SPLIT_K': 3, 'TMA': 1, 'WS': 0, 'num_stages': 3, 'num_warps': 8, 'path': 'tile'}),  # 28.7 us
+    (512, 4096, 4096, {'BK': 64, 'BM': 128, 'BN': 128, 'GROUP': 8, 'OCC': 1, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 0, 'num_stages': 4, 'num_warps': 8, 'path': 'tile'}),  # 30.6 us
+    (1024, 37888, 3584, {'BK': 64, 'BM': 128, 'BN': 256, 'GROUP': 8, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 0, 'num_stages': 3, 'num_warps': 8, 'path': 'tile'}),  # 357.7 us
+    (2048, 8192, 7392, {'BK': 64, 'BM': 128, 'BN': 256, 'GROUP': 8, 'OCC': 1, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 0, 'num_stages': 3, 'num_warps': 8, 'path': 'tile'}),  # 320.3 us
+    (4096, 25600, 5120, {'BK': 64, 'BM': 128, 'BN': 256, 'GROUP': 8, 'OCC': 1, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 0, 'num_stages': 3, 'num_warps': 8, 'path': 'tile'}),  # 1361.1 us
+    (4096, 28672, 4096, {'BK': 64, 'BM': 128, 'BN': 256, 'GROUP': 8, 'OCC': 1, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 0, 'num_stages': 3, 'num_warps': 8, 'path': 'tile'}),  # 1238.9 us
+    (8192, 6144, 4096, {'BK': 64, 'BM': 128, 'BN': 256, 'GROUP': 8, 'OCC': 1, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 1, 'num_stages': 3, 'num_warps': 8, 'path': 'tile'}),  # 532.5 us
+    (8192, 8192, 2048, {'BK': 64, 'BM': 128, 'BN': 256, 'GROUP': 8, 'OCC': 1, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 1, 'num_stages': 3, 'num_warps': 8, 'path': 'tile'}),  # 380.7 us
+    (16384, 8192, 3584, {'BK': 64, 'BM': 128, 'BN': 256, 'GROUP': 8, 'OCC': 1, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 0, 'num_stages': 3, 'num_warps': 8, 'path': 'tile'}),  # 1238.6 us
 ]
 # --- end of dispatch table ---
 
