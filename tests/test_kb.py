@@ -923,3 +923,23 @@ def test_backward_notes_yield_to_the_forward_op_unless_the_query_asks_for_gradie
     assert got["ops/rms_norm#semantics"] == pytest.approx(plain["ops/rms_norm#semantics"])
     # a question about the backward pass leaves the backward note where its text puts it
     assert kbi.doc_ranking(ix.search(q + " and their gradients", mode="lexical"))[0] == "ops/rms_norm_backward"
+
+
+def test_other_ops_playbooks_and_kernels_yield_to_the_querys_op():
+    """The ops of the best `ops`/`kernels` documents are the query's: other ops' playbooks and kernels
+    are scaled by OTHER_OP_FACTOR, notes of the other layers are left alone."""
+    from aka.kb import index as kbi
+    by_id = {"ops/a#s": ({"doc_id": "ops/a", "layer": "ops", "ops": ",a,"}, ""),
+             "kernels/a/x#s": ({"doc_id": "kernels/a/x", "layer": "kernels", "ops": ",a,"}, ""),
+             "ops/b#s": ({"doc_id": "ops/b", "layer": "ops", "ops": ",b,"}, ""),
+             "kernels/b/y#s": ({"doc_id": "kernels/b/y", "layer": "kernels", "ops": ",b,"}, ""),
+             "patterns/p#s": ({"doc_id": "patterns/p", "layer": "patterns", "ops": ",b,"}, "")}
+    scores = {"ops/a#s": 0.05, "kernels/a/x#s": 0.04, "ops/b#s": 0.03, "kernels/b/y#s": 0.02, "patterns/p#s": 0.01}
+    kbi.demote_other_ops(scores, by_id)
+    f = kbi.OTHER_OP_FACTOR
+    assert scores == pytest.approx({"ops/a#s": 0.05, "kernels/a/x#s": 0.04, "ops/b#s": 0.03 * f,
+                                    "kernels/b/y#s": 0.02 * f, "patterns/p#s": 0.01})
+    q = ({"doc_id": "patterns/q", "layer": "patterns", "ops": ",a,"}, "")
+    notes = {"patterns/p#s": 0.05, "patterns/q#s": 0.04, "ops/b#s": 0.03}  # the best two list no op of theirs
+    kbi.demote_other_ops(notes, {"patterns/p#s": by_id["patterns/p#s"], "patterns/q#s": q, "ops/b#s": by_id["ops/b#s"]})
+    assert notes == {"patterns/p#s": 0.05, "patterns/q#s": 0.04, "ops/b#s": 0.03}
