@@ -17,13 +17,18 @@ from __future__ import annotations
 
 import os
 
-# Heaviest first, by the CPU seconds of each scope on the 2-core machine (an evaluation on the CPU
-# costs ~9 s of CPU, most of it two fresh interpreters importing torch and triton).
-HEAVY = ("test_kb_kernels.py::TestChunk0", "test_kb_kernels.py::TestChunk1", "test_kb_kernels.py::TestChunk2",
-         "test_kb_kernels.py::TestChunk3", "test_adversarial.py", "test_convert_batch.py", "test_convert_model.py",
-         "test_exp_e2e.py", "test_agent_e2e.py", "test_judge.py", "test_exp_arms.py", "test_problem.py",
-         "test_agent.py", "test_kb.py", "test_cli.py", "test_harness.py", "test_executors.py",
-         "test_offline_sweep.py", "test_bench_run.py")
+# Heaviest first, by each scope's seconds on the 2-core machine (pytest --durations, summed per scope,
+# 2026-12-03 after the CPU evaluations stopped importing torch._dynamo). Every scope of more than a few
+# seconds is listed: one left to the alphabetical tail (test_dispatch, ~60 s) kept a worker busy
+# while the other had nothing left. An evaluation on the CPU costs ~5 s of CPU, most of it two
+# fresh interpreters importing torch.
+HEAVY = ("test_kb_kernels.py::TestChunk1", "test_kb_kernels.py::TestChunk0", "test_kb_kernels.py::TestChunk2",
+         "test_kb_kernels.py::TestChunk3", "test_agent_e2e.py", "test_adversarial.py", "test_exp_e2e.py",
+         "test_convert_batch.py", "test_bench_run.py", "test_convert_model.py", "test_dispatch.py",
+         "test_judge.py", "test_outlier_band.py", "test_peers.py", "test_harness.py", "test_gemm_dispatch.py",
+         "test_cli.py", "test_kb.py", "test_problem.py", "test_exp_arms.py", "test_plots.py", "test_executors.py",
+         "test_moe_dispatch.py", "test_attn_dispatch.py", "test_collect_runs.py", "test_llm.py",
+         "test_gpulock.py", "test_bench.py", "test_interp_fix.py", "test_kb_kernels.py")
 
 
 def _scope(item) -> str:

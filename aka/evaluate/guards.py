@@ -95,6 +95,15 @@ class LaunchLog:
 class AtenLog(TorchDispatchMode):
     """Records ATen ops issued by the candidate's own Python (not by Triton's launcher)."""
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """False: torch leaves this class's `__torch_dispatch__` unwrapped. Its wrapper
+        (torch._disable_dynamo) only keeps dynamo from tracing into the mode while dynamo compiles,
+        which never happens inside a candidate's forward (the static check refuses torch.compile and
+        dynamo); its first call imports torch._dynamo, 1.3 s of CPU per runner on the 2-core CI
+        machine, which a CPU runner now skips (runner.serve)."""
+        return False
+
     def __init__(self, launches: LaunchLog):
         super().__init__()
         self.launches = launches

@@ -37,7 +37,9 @@ def _torch_dtype(tl_ty):
 
 def _harness_side(fn):
     """The conversions below are the harness emulating hardware, not candidate compute: run them
-    with the worker's ATen logging mode switched off."""
+    with the worker's ATen logging mode switched off. Only the torch paths are wrapped: an operation
+    the interpreter's own numpy code computes issues no ATen op, and switching the modes off and on
+    around each of those cost a quarter of the interpreter's time inside the runner's ATen log."""
     from torch.utils._python_dispatch import _disable_current_modes
 
     def wrapper(*args, **kwargs):
@@ -76,6 +78,10 @@ def install() -> bool:
         s_t, d_t = _torch_dtype(src.dtype.scalar), _torch_dtype(dst_type.scalar)
         if s_t is None or d_t is None or s_t == d_t or not ({s_t, d_t} - {torch.float32, torch.float64, torch.float16}):
             return original(self, src, dst_type)  # numpy already does IEEE fp32/fp64/fp16 casts right
+        return torch_cast(src, dst_type, s_t, d_t)
+
+    @_harness_side
+    def torch_cast(src, dst_type, s_t, d_t):
         x = _to_torch(src.data, s_t)
         name = str(d_t).replace("torch.", "")
         if name in _FP8_MAX:
@@ -113,15 +119,18 @@ def install() -> bool:
         narrow = {torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2}
         if ta not in narrow and tb not in narrow:
             return original_dot(self, a, b, d, input_precision, max_num_imprecise_acc)
+        return widened_dot(a, b, d, ta, tb, narrow)
+
+    @_harness_side
+    def widened_dot(a, b, d, ta, tb, narrow):
         a32 = _to_torch(a.data, ta).to(torch.float32).numpy() if ta in narrow else a.data.astype(np.float32)
         b32 = _to_torch(b.data, tb).to(torch.float32).numpy() if tb in narrow else b.data.astype(np.float32)
         return interp.TensorHandle(np.matmul(a32, b32, dtype=d.data.dtype) + d.data, d.dtype.scalar)
 
-    builder_cls.create_dot = _harness_side(create_dot)
+    builder_cls.create_dot = create_dot
     _install_bf16_arith(builder_cls, interp)
     _install_program_shuffle(builder_cls)
-    cast_impl._aka_rtne = True
-    cast_impl = _harness_side(cast_impl)
+    _install_patch_once_per_launch(interp)
     cast_impl._aka_rtne = True
     builder_cls.cast_impl = cast_impl
     builder_cls.create_fp_to_fp = create_fp_to_fp
@@ -146,6 +155,10 @@ def _install_bf16_arith(builder_cls, interp) -> None:
     def binary_op(self, lhs, rhs, op):
         if not (is_bf16(lhs) or is_bf16(rhs)):
             return orig_binary(self, lhs, rhs, op)
+        return bf16_binary(lhs, rhs, op)
+
+    @_harness_side
+    def bf16_binary(lhs, rhs, op):
         out = np.asarray(op(widen(lhs), widen(rhs)))
         if out.dtype == np.bool_:
             return interp.TensorHandle(out.astype(np.uint16), lhs.dtype.scalar)  # as the original does
@@ -154,11 +167,19 @@ def _install_bf16_arith(builder_cls, interp) -> None:
     def ternary_op(self, lhs, rhs, other, op):
         if op is np.where or not any(is_bf16(h) for h in (lhs, rhs, other)):
             return orig_ternary(self, lhs, rhs, other, op)  # a select copies bits: already right
+        return bf16_ternary(lhs, rhs, other, op)
+
+    @_harness_side
+    def bf16_ternary(lhs, rhs, other, op):
         return interp.TensorHandle(narrow(op(widen(lhs), widen(rhs), widen(other))), tl.bfloat16)
 
     def unary_op(self, arg, op):
         if not is_bf16(arg):
             return orig_unary(self, arg, op)
+        return bf16_unary(arg, op)
+
+    @_harness_side
+    def bf16_unary(arg, op):
         return interp.TensorHandle(narrow(op(widen(arg))), tl.bfloat16)
 
     orig_fma = builder_cls.create_fma
@@ -166,11 +187,14 @@ def _install_bf16_arith(builder_cls, interp) -> None:
     def create_fma(self, x, y, z):
         if not any(is_bf16(h) for h in (x, y, z)):
             return orig_fma(self, x, y, z)
+        return bf16_fma(x, y, z)
+
+    @_harness_side
+    def bf16_fma(x, y, z):
         return interp.TensorHandle(narrow(widen(x) * widen(y) + widen(z)), tl.bfloat16)
 
-    builder_cls.binary_op, builder_cls.ternary_op, builder_cls.unary_op = (
-        _harness_side(binary_op), _harness_side(ternary_op), _harness_side(unary_op))
-    builder_cls.create_fma = _harness_side(create_fma)
+    builder_cls.binary_op, builder_cls.ternary_op, builder_cls.unary_op = binary_op, ternary_op, unary_op
+    builder_cls.create_fma = create_fma
     # the create_f* lambdas call self.binary_op at call time, so they pick these up
 
     reduce_cls = interp.ReduceOps
@@ -180,6 +204,10 @@ def _install_bf16_arith(builder_cls, interp) -> None:
         x = input[0] if isinstance(input, tuple) else input
         if x.dtype != tl.bfloat16:
             return orig_min_max(self, input, val_reduce_op, idx_reduce_op)
+        return bf16_min_max(self, x, val_reduce_op, idx_reduce_op)
+
+    @_harness_side
+    def bf16_min_max(self, x, val_reduce_op, idx_reduce_op):
         val = idx = None
         data = widen(x.handle)
         if val_reduce_op:
@@ -194,6 +222,10 @@ def _install_bf16_arith(builder_cls, interp) -> None:
         """bf16 tl.sum accumulates in bf16 on the GPU (a tree of rounded adds); mimic that."""
         if input.dtype != tl.bfloat16:
             return orig_sum(self, input)
+        return bf16_tree_sum(self, input)
+
+    @_harness_side
+    def bf16_tree_sum(self, input):
         data = widen(input.handle)
         axis = 0 if self.axis is None else self.axis
         if self.axis is None:
@@ -211,7 +243,7 @@ def _install_bf16_arith(builder_cls, interp) -> None:
     def widen_bits(bits: np.ndarray) -> np.ndarray:
         return _to_torch(bits, torch.bfloat16).to(torch.float32).numpy()
 
-    reduce_cls.min_max, reduce_cls.sum = _harness_side(min_max), _harness_side(tree_sum)
+    reduce_cls.min_max, reduce_cls.sum = min_max, tree_sum
 
 
 def _install_program_shuffle(builder_cls, seed: int = 0x5EED) -> None:
@@ -237,3 +269,40 @@ def _install_program_shuffle(builder_cls, seed: int = 0x5EED) -> None:
         return orig_idx(self, k // (ny * nz), (k // nz) % ny, k % nz)
 
     builder_cls.set_grid_dim, builder_cls.set_grid_idx = set_grid_dim, set_grid_idx
+
+
+def _install_patch_once_per_launch(interp) -> None:
+    """Speed only, no change of meaning: Triton 3.6's interpreter patches triton.language (an
+    inspect.getmembers over tl, tl.core, tl.math and the tensor class, rewrapping every builtin) at
+    each launch, restoring it when the launch ends, and again at every call of a @triton.jit helper
+    from a kernel body, once per program per call, without restoring (a helper's patching finds the
+    launch's wrappers in place and only rebinds equivalents). Inside a launch, a helper whose
+    language modules the launch has patched already now skips that; a helper that sees a module
+    not yet patched patches it as before, and outside a launch nothing changes."""
+    import inspect
+
+    import triton.language as tl
+    original_patch, original_call = interp._patch_lang, interp.GridExecutor.__call__
+    launches: list[set] = []  # per launch in progress: ids of the language modules it has patched
+
+    def langs_of(fn) -> set:
+        return {id(v) for v in fn.__globals__.values() if inspect.ismodule(v) and v in (tl, tl.core)}
+
+    def _patch_lang(fn):
+        langs = langs_of(fn)
+        if launches and langs and langs <= launches[-1]:
+            return interp._LangPatchScope()  # nothing to restore: the launch's own scope restores
+        scope = original_patch(fn)
+        if launches:
+            launches[-1].update(langs)
+        return scope
+
+    def grid_call(self, *args, **kwargs):
+        launches.append(set())
+        try:
+            return original_call(self, *args, **kwargs)
+        finally:
+            launches.pop()
+
+    interp._patch_lang = _patch_lang
+    interp.GridExecutor.__call__ = grid_call

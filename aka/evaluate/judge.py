@@ -45,13 +45,35 @@ import traceback  # noqa: E402
 import torch  # noqa: E402
 
 
+def _flop_counter(device: str):
+    """torch's FlopCounterMode, which on CPU counts without importing torch._dynamo.
+
+    torch wraps the `__torch_dispatch__` of every TorchDispatchMode subclass (the counter's mode
+    among them) in torch._disable_dynamo, whose first call imports torch._dynamo only to keep dynamo
+    from tracing into the mode while it compiles: 1.3 s of CPU per judge on the 2-core CI machine,
+    a sixth of a whole CPU evaluation. A CPU judge compiles nothing (no timing, no torch.compile
+    baseline), so there the mode's dispatch runs unwrapped; on a GPU dynamo is loaded for the
+    baselines anyway and the counter is left as torch made it. The judge never runs candidate
+    code: what it changes in its own torch is out of the candidate's reach. A torch without that
+    wrapper or that class is left alone (and imports dynamo at the first count, as before)."""
+    import torch.utils.flop_counter as fcm
+    if not str(device).startswith("cuda"):
+        mode = getattr(fcm, "_FlopCounterMode", None)
+        raw = getattr(vars(mode).get("__torch_dispatch__") if isinstance(mode, type) else None, "__wrapped__", None)
+        if raw is not None:
+            mode.__torch_dispatch__ = raw
+    return fcm.FlopCounterMode
+
+
 def _warm_up(spec) -> threading.Thread:
     """What the judge needs later, made on a thread while its runner starts (main() joins it at the end):
     on a GPU its CUDA context and cuBLAS handle (left lazy, both were made at the first reference,
-    after the runner was ready, in series with it), then torch._dynamo, which the cost stage's
-    FlopCounterMode imports on first use (a second, at the end of every evaluation), then Triton's
-    driver module for the next evaluations' runners. The main thread's first use of each waits on
-    torch's init lock or the import lock; main() waits for the driver module after sending its result."""
+    after the runner was ready, in series with it), then on a GPU torch._dynamo, which the baselines'
+    torch.compile and the cost stage's FlopCounterMode import on first use (a second, at the end of
+    every evaluation; a CPU judge compiles nothing and counts FLOPs without it: _flop_counter), then
+    Triton's driver module for the next evaluations' runners. The main thread's first use of each
+    waits on torch's init lock or the import lock; main() waits for the driver module after sending
+    its result."""
     cuda = str(spec.device).startswith("cuda")
 
     def init() -> None:
@@ -63,8 +85,9 @@ def _warm_up(spec) -> threading.Thread:
             except Exception:  # noqa: BLE001 - the first stage that needs CUDA reports what is wrong
                 return
         try:
-            import torch._dynamo  # noqa: F401
-            import torch.utils.flop_counter  # noqa: F401
+            if cuda:
+                import torch._dynamo  # noqa: F401
+            _flop_counter(spec.device)
         except Exception:  # noqa: BLE001 - imported again, and reported, where it is used
             pass
         if cuda:
@@ -426,7 +449,7 @@ class Judge:
         """Bytes of the real tensors and FLOPs the reference performs: inputs to the roofline."""
         if not self.cfg.costs:
             return
-        from torch.utils.flop_counter import FlopCounterMode
+        FlopCounterMode = _flop_counter(self.device)
         for shape in shapes:
             sr = self.shape_results[shape.id]
             try:

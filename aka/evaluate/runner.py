@@ -134,9 +134,14 @@ def serve(chan: Channel, device: str, violations: list, arm) -> None:
     rebinding module globals later does not change what the loop calls."""
     launches = LaunchLog().install(interpreted=device == "cpu")
     import importlib  # (a plain `import torch.x` here would make `torch` a local name of serve)
-    # torch._dynamo patches torch.manual_seed on first import, and a first forward brings it in:
-    # imported before the snapshot; the profiler only where the profile command can run (GPU).
-    importlib.import_module("torch._dynamo")
+    # torch._dynamo patches torch.manual_seed on first import: where something may bring it in later
+    # it is imported before the snapshot. On CPU nothing does (AtenLog's dispatch is not wrapped for
+    # dynamo, guards.py, and nothing compiles), so a CPU runner skips its 1.3 s of CPU; were it
+    # imported after the snapshot all the same, the changed torch.manual_seed rejects the candidate
+    # (a false rejection, never a pass). On a GPU it is imported as before, and the profiler with
+    # it, where the profile command can run.
+    if device.startswith("cuda") or getattr(AtenLog.__torch_dispatch__, "__wrapped__", None) is not None:
+        importlib.import_module("torch._dynamo")
     if device.startswith("cuda"):
         importlib.import_module("torch.profiler")
         # the timing commands' modules, loaded before the snapshot so that their names are guarded too
