@@ -1,4 +1,4 @@
-# Sourced by device scripts (scripts/gpu_rest.sh, scripts/gpu_finish.sh): what each call repeats.
+# Sourced by device scripts (scripts/gpu_rest.sh, scripts/gpu_finish.sh, scripts/gpu_tune_peers.sh): what each call repeats.
 
 # pytest-xdist from the carried wheels (.whl/) when the device's Python lacks it
 use_xdist() {
@@ -19,4 +19,16 @@ device_provenance() {
 # write into the tree: kb_copy DIR (then --kb DIR/knowledge_base; the results land in DIR/results)
 kb_copy() {
   rm -rf "$1"; mkdir -p "$1/results"; cp -r knowledge_base "$1/"; cp -r results/kb "$1/results/"
+}
+
+# Liger (the norm and activation peers) from the carried wheel when the device lacks it; its
+# version (or "not installed") appended to the provenance file: liger_install PROVENANCE LOG
+liger_install() {
+  local whl; whl=$(ls .whl/liger_kernel-*.whl 2>/dev/null | tail -1)
+  if [[ -n $whl ]] && ! python3 -c "import liger_kernel" 2>/dev/null; then
+    python3 -m pip install --no-deps --no-index -q "$whl" >> "$2" 2>&1 \
+      || python3 -m pip install --no-deps --no-index -q --break-system-packages "$whl" >> "$2" 2>&1
+  fi
+  python3 -c "from aka.peers import library_version as v; print('liger-kernel', v('liger_kernel') or 'not installed')" \
+    >> "$1" 2>&1
 }

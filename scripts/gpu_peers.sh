@@ -41,13 +41,8 @@ trap pack EXIT
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv 2>&1
   python3 -c "import torch,triton,sys;print('torch',torch.__version__,'triton',triton.__version__,'python',sys.version.split()[0])"
   echo "source ${AKA_GIT_SHA:-$(git rev-parse --short=12 HEAD 2>/dev/null)}"; date -u +%FT%TZ; } > "$W/provenance.txt" 2>&1
-whl=$(ls .whl/liger_kernel-*.whl 2>/dev/null | tail -1)
-if [[ -n $whl ]] && ! python3 -c "import liger_kernel" 2>/dev/null; then
-  python3 -m pip install --no-deps --no-index -q "$whl" >> "$W/install.log" 2>&1 \
-    || python3 -m pip install --no-deps --no-index -q --break-system-packages "$whl" >> "$W/install.log" 2>&1
-fi
-python3 -c "from aka.peers import library_version as v; print('liger-kernel', v('liger_kernel') or 'not installed')" \
-  >> "$W/provenance.txt" 2>&1
+. scripts/device_lib.sh
+liger_install "$W/provenance.txt" "$W/install.log"
 plan_flags=""; run_flags=""
 [[ -n ${AKA_PEER_SMALL:-} ]] && { plan_flags="--small"; run_flags="--device cpu"; }
 timeout "$(( $(left) - 20 ))" python3 scripts/peer_plan.py "$W/kb-best" "$W/plan.json" $plan_flags \

@@ -27,16 +27,9 @@ pack() {
   ls -la "$OUT"
 }
 trap pack EXIT
-{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv 2>&1
-  python3 -c "import torch,triton,sys;print('torch',torch.__version__,'triton',triton.__version__,'python',sys.version.split()[0])"
-  echo "source ${AKA_GIT_SHA:-unknown}"; date -u +%FT%TZ; } > "$W/provenance.txt" 2>&1
-whl=$(ls .whl/liger_kernel-*.whl 2>/dev/null | tail -1)
-if [[ -n $whl ]] && ! python3 -c "import liger_kernel" 2>/dev/null; then
-  python3 -m pip install --no-deps --no-index -q "$whl" >> "$W/install.log" 2>&1 \
-    || python3 -m pip install --no-deps --no-index -q --break-system-packages "$whl" >> "$W/install.log" 2>&1
-fi
-python3 -c "from aka.peers import library_version as v; print('liger-kernel', v('liger_kernel') or 'not installed')" \
-  >> "$W/provenance.txt" 2>&1
+. scripts/device_lib.sh
+device_provenance > "$W/provenance.txt" 2>&1
+liger_install "$W/provenance.txt" "$W/install.log"
 
 # 1. the GEMM table: every shape on the whole grid (about 60 s), baked into this copy of the kernel
 if [[ " $OPS " == *" gemm_bf16 "* ]]; then

@@ -65,6 +65,14 @@ def summaries(fin: dict[tuple, float], arms: list[str], n_boot: int) -> dict[str
     return out
 
 
+def _holm_in_place(tests: list[dict]) -> None:
+    """p_holm on every test that has a p-value, Holm-adjusted over those tests as one family."""
+    adj = iter(stats.holm([t["p"] for t in tests if t.get("p") is not None]))
+    for t in tests:
+        if t.get("p") is not None:
+            t["p_holm"] = next(adj)
+
+
 def paired(fin: dict[tuple, float], arms: list[str], baseline: str | None = None) -> list[dict]:
     """Every pair of arms (or each against `baseline`) over the (operator, seed) cells both ran,
     with Holm-adjusted p-values over the whole family."""
@@ -80,11 +88,7 @@ def paired(fin: dict[tuple, float], arms: list[str], baseline: str | None = None
         t = stats.paired_permutation_test(vb, va)
         t.update(a=a, b=b, sd_log_diff=float(np.std(np.log(vb) - np.log(va), ddof=1)))
         tests.append(t)
-    ps = [t["p"] for t in tests if t.get("p") is not None]
-    adj = iter(stats.holm(ps))
-    for t in tests:
-        if t.get("p") is not None:
-            t["p_holm"] = next(adj)
+    _holm_in_place(tests)
     return tests
 
 
@@ -122,11 +126,7 @@ def paired_by_operator(fin: dict[tuple, float], arms: list[str], baseline: str |
         t = stats.paired_permutation_test(vb, va)
         t.update(a=a, b=b, per_operator={o: y / x for o, x, y in zip(ops, va, vb)}, min_p=2.0 / 2 ** len(ops))
         tests.append(t)
-    ps = [t["p"] for t in tests if t.get("p") is not None]
-    adj = iter(stats.holm(ps))
-    for t in tests:
-        if t.get("p") is not None:
-            t["p_holm"] = next(adj)
+    _holm_in_place(tests)
     return {"tests": tests, "seed_sd": seed_sd}
 
 
