@@ -383,14 +383,14 @@ class KBIndex:
         if BWD_FACTOR != 1.0 and not asks_backward(query):
             for cid in scores:
                 if cid in by_id and is_backward_doc(by_id[cid][0]):
-                    scores[cid] = scores[cid] * BWD_FACTOR if scores[cid] >= 0 else scores[cid] / BWD_FACTOR
+                    scores[cid] = _scaled(scores[cid], BWD_FACTOR)
         named, implied = gpu_mentions(query)
         if not (named or implied):
             named, implied = gpu_mentions(device or "")
         if named or implied:
             for cid in scores:
                 f = hardware_factor(by_id[cid][0], named, implied) if cid in by_id else 1.0
-                scores[cid] = scores[cid] * f if scores[cid] >= 0 else scores[cid] / f
+                scores[cid] = _scaled(scores[cid], f)
         if mode == "hybrid" and OTHER_OP_FACTOR != 1.0:
             demote_other_ops(scores, by_id)
         order = sorted(scores, key=lambda c: (-scores[c], c))
@@ -406,6 +406,11 @@ def aggregate_chunks(scores: dict[str, float], by_id: dict) -> None:
     for cids in per_doc.values():
         cids.sort(key=lambda c: -scores[c])
         scores[cids[0]] += AGG_WEIGHT * sum(scores[c] for c in cids[1:1 + AGG_CHUNKS])
+
+
+def _scaled(score: float, factor: float) -> float:
+    """A score moved by factor in the same direction whatever its sign (a factor < 1 always demotes)."""
+    return score * factor if score >= 0 else score / factor
 
 
 def demote_other_ops(scores: dict[str, float], by_id: dict) -> None:
@@ -424,7 +429,7 @@ def demote_other_ops(scores: dict[str, float], by_id: dict) -> None:
     for cid in scores:
         m = by_id[cid][0] if cid in by_id else {}
         if m.get("layer") in ("ops", "kernels") and not own & set(meta_list(m, "ops")):
-            scores[cid] = scores[cid] * OTHER_OP_FACTOR if scores[cid] >= 0 else scores[cid] / OTHER_OP_FACTOR
+            scores[cid] = _scaled(scores[cid], OTHER_OP_FACTOR)
 
 
 def one_per_doc(results: list[Scored], k: int) -> list[Scored]:
