@@ -56,18 +56,20 @@ AKA_PARAMS = {"BH": 64, "BN": 32, "SPLIT_TOKENS": 0, "WAVES": 1, "num_warps": 8,
 
 # dispatch: begin (scripts/bake_dispatch_attn.py rewrites this block)
 DISPATCH = {
-    '512/16/8/16384/64': {'BH': 64, 'BN': 32, 'SPLIT_TOKENS': 0, 'WAVES': 1, 'num_warps': 8, 'num_stages': 2},  # 127.0 us, ratio 0.16, shape 7, NVIDIA H200 2026-12-02
-    '512/16/64/8192/64': {'BH': 64, 'BN': 32, 'SPLIT_TOKENS': 0, 'WAVES': 1, 'num_warps': 8, 'num_stages': 2},  # 332.9 us, ratio 0.22, shape 8, NVIDIA H200 2026-12-02
-    '512/16/96/4096/16': {'BH': 64, 'BN': 32, 'SPLIT_TOKENS': 0, 'WAVES': 1, 'num_warps': 8, 'num_stages': 2},  # 240.5 us, ratio 0.23, shape 11, NVIDIA H200 2026-12-02
-    '512/16/128/4096/64': {'BH': 64, 'BN': 32, 'SPLIT_TOKENS': 0, 'WAVES': 1, 'num_warps': 8, 'num_stages': 2},  # 348.3 us, ratio 0.21, shape 10, NVIDIA H200 2026-12-02
-    '512/16/128/16384/64': {'BH': 64, 'BN': 32, 'SPLIT_TOKENS': 0, 'WAVES': 1, 'num_warps': 8, 'num_stages': 2},  # 1062.3 us, ratio 0.28, shape 9, NVIDIA H200 2026-12-02
-    '512/128/1/32768/64': {'BH': 64, 'BN': 32, 'SPLIT_TOKENS': 0, 'WAVES': 1, 'num_warps': 8, 'num_stages': 2},  # 112.6 us, ratio 0.10, shape 0, NVIDIA H200 2026-12-02
-    '512/128/4/2048/64': {'BH': 64, 'BN': 32, 'SPLIT_TOKENS': 0, 'WAVES': 1, 'num_warps': 8, 'num_stages': 2},  # 34.3 us, ratio 0.05, shape 1, NVIDIA H200 2026-12-02
-    '512/128/16/8192/64': {'BH': 64, 'BN': 32, 'SPLIT_TOKENS': 0, 'WAVES': 1, 'num_warps': 8, 'num_stages': 2},  # 186.8 us, ratio 0.13, shape 2, NVIDIA H200 2026-12-02
-    '512/128/32/32768/64': {'BH': 64, 'BN': 32, 'SPLIT_TOKENS': 0, 'WAVES': 1, 'num_warps': 8, 'num_stages': 2},  # 1102.1 us, ratio 0.17, shape 6, NVIDIA H200 2026-12-02
-    '512/128/64/4096/64': {'BH': 64, 'BN': 32, 'SPLIT_TOKENS': 0, 'WAVES': 1, 'num_warps': 8, 'num_stages': 2},  # 367.4 us, ratio 0.13, shape 3, NVIDIA H200 2026-12-02
-    '512/128/128/8192/64': {'BH': 64, 'BN': 32, 'SPLIT_TOKENS': 0, 'WAVES': 1, 'num_warps': 8, 'num_stages': 2},  # 1116.7 us, ratio 0.17, shape 4, NVIDIA H200 2026-12-02
-    '512/128/160/4096/64': {'BH': 64, 'BN': 32, 'SPLIT_TOKENS': 0, 'WAVES': 1, 'num_warps': 8, 'num_stages': 2},  # 826.5 us, ratio 0.14, shape 5, NVIDIA H200 2026-12-02
+    '512/16/8/16384/64': {'BH': 16, 'BN': 32, 'SPLIT_TOKENS': 0, 'WAVES': 1, 'num_warps': 4, 'num_stages': 2},  # 64.3 us, ratio 0.32, shape 7, NVIDIA H200 2026-12-03
+    '512/16/64/8192/64': {'BH': 16, 'BN': 32, 'SPLIT_TOKENS': 0, 'WAVES': 2, 'num_warps': 4, 'num_stages': 2},  # 154.1 us, ratio 0.49, shape 8, NVIDIA H200 2026-12-03
+    '512/16/96/4096/16': {'BH': 16, 'BN': 32, 'SPLIT_TOKENS': 0, 'WAVES': 2, 'num_warps': 4, 'num_stages': 2},  # 117.2 us, ratio 0.48, shape 11, NVIDIA H200 2026-12-03
+    '512/16/128/4096/64': {'BH': 16, 'BN': 32, 'SPLIT_TOKENS': 0, 'WAVES': 2, 'num_warps': 4, 'num_stages': 2},  # 158.0 us, ratio 0.48, shape 10, NVIDIA H200 2026-12-03
+    '512/16/128/16384/64': {'BH': 16, 'BN': 32, 'SPLIT_TOKENS': 0, 'WAVES': 2, 'num_warps': 4, 'num_stages': 2},  # 554.6 us, ratio 0.54, shape 9, NVIDIA H200 2026-12-03
+    '512/32/32/16384/64': {'BH': 64, 'BN': 32, 'SPLIT_TOKENS': 512, 'WAVES': 1, 'num_warps': 8, 'num_stages': 2},  # 272.3 us, ratio 0.28, shape 12, NVIDIA H200 2026-12-03
+    '512/64/64/32768/64': {'BH': 64, 'BN': 32, 'SPLIT_TOKENS': 2048, 'WAVES': 1, 'num_warps': 8, 'num_stages': 2},  # 994.4 us, ratio 0.30, shape 13, NVIDIA H200 2026-12-03
+    '512/128/1/32768/64': {'BH': 64, 'BN': 32, 'SPLIT_TOKENS': 512, 'WAVES': 1, 'num_warps': 8, 'num_stages': 2},  # 79.0 us, ratio 0.16, shape 0, NVIDIA H200 2026-12-03
+    '512/128/4/2048/64': {'BH': 16, 'BN': 32, 'SPLIT_TOKENS': 0, 'WAVES': 1, 'num_warps': 4, 'num_stages': 2},  # 30.0 us, ratio 0.06, shape 1, NVIDIA H200 2026-12-03
+    '512/128/16/8192/64': {'BH': 64, 'BN': 32, 'SPLIT_TOKENS': 1024, 'WAVES': 1, 'num_warps': 8, 'num_stages': 2},  # 186.2 us, ratio 0.14, shape 2, NVIDIA H200 2026-12-03
+    '512/128/32/32768/64': {'BH': 64, 'BN': 32, 'SPLIT_TOKENS': 1024, 'WAVES': 1, 'num_warps': 8, 'num_stages': 2},  # 976.1 us, ratio 0.21, shape 6, NVIDIA H200 2026-12-03
+    '512/128/64/4096/64': {'BH': 64, 'BN': 32, 'SPLIT_TOKENS': 512, 'WAVES': 1, 'num_warps': 8, 'num_stages': 2},  # 301.7 us, ratio 0.17, shape 3, NVIDIA H200 2026-12-03
+    '512/128/128/8192/64': {'BH': 64, 'BN': 32, 'SPLIT_TOKENS': 1024, 'WAVES': 1, 'num_warps': 8, 'num_stages': 2},  # 1023.5 us, ratio 0.19, shape 4, NVIDIA H200 2026-12-03
+    '512/128/160/4096/64': {'BH': 64, 'BN': 32, 'SPLIT_TOKENS': 1024, 'WAVES': 1, 'num_warps': 8, 'num_stages': 2},  # 693.3 us, ratio 0.18, shape 5, NVIDIA H200 2026-12-03
 }
 # dispatch: end
 

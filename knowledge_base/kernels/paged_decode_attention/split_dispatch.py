@@ -50,20 +50,21 @@ AKA_PARAMS = {"SPLIT_TOKENS": 0, "WAVES": 2, "BN": 64, "num_warps": 4, "num_stag
 
 # dispatch: begin (scripts/bake_dispatch_attn.py rewrites this block)
 DISPATCH = {
-    '128/8/1/96/32768': {'SPLIT_TOKENS': 0, 'WAVES': 2, 'BN': 64, 'num_warps': 4, 'num_stages': 2},  # 227.0 us, ratio 0.87, shape 10, NVIDIA H200 2026-12-02
-    '128/8/1/128/8192': {'SPLIT_TOKENS': 0, 'WAVES': 2, 'BN': 64, 'num_warps': 4, 'num_stages': 2},  # 102.8 us, ratio 0.64, shape 5, NVIDIA H200 2026-12-02
-    '128/8/1/128/16384': {'SPLIT_TOKENS': 0, 'WAVES': 2, 'BN': 64, 'num_warps': 4, 'num_stages': 2},  # 163.1 us, ratio 0.81, shape 4, NVIDIA H200 2026-12-02
-    '128/16/1/144/8192': {'SPLIT_TOKENS': 0, 'WAVES': 2, 'BN': 64, 'num_warps': 4, 'num_stages': 2},  # 111.9 us, ratio 0.66, shape 11, NVIDIA H200 2026-12-02
-    '128/16/2/8/32768': {'SPLIT_TOKENS': 0, 'WAVES': 2, 'BN': 64, 'num_warps': 4, 'num_stages': 2},  # 58.6 us, ratio 0.63, shape 6, NVIDIA H200 2026-12-02
-    '128/16/2/64/16384': {'SPLIT_TOKENS': 0, 'WAVES': 2, 'BN': 64, 'num_warps': 4, 'num_stages': 2},  # 164.4 us, ratio 0.80, shape 7, NVIDIA H200 2026-12-02
-    '128/16/4/32/32768': {'SPLIT_TOKENS': 0, 'WAVES': 2, 'BN': 64, 'num_warps': 4, 'num_stages': 2},  # 291.2 us, ratio 0.92, shape 8, NVIDIA H200 2026-12-02
-    '128/16/4/64/16384': {'SPLIT_TOKENS': 0, 'WAVES': 2, 'BN': 64, 'num_warps': 4, 'num_stages': 2},  # 285.0 us, ratio 0.93, shape 12, NVIDIA H200 2026-12-02
-    '128/28/4/48/8192': {'SPLIT_TOKENS': 0, 'WAVES': 2, 'BN': 64, 'num_warps': 4, 'num_stages': 2},  # 119.2 us, ratio 0.84, shape 9, NVIDIA H200 2026-12-02
-    '128/32/8/1/32768': {'SPLIT_TOKENS': 0, 'WAVES': 2, 'BN': 64, 'num_warps': 4, 'num_stages': 2},  # 43.2 us, ratio 0.75, shape 0, NVIDIA H200 2026-12-02
-    '128/32/8/16/8192': {'SPLIT_TOKENS': 0, 'WAVES': 2, 'BN': 64, 'num_warps': 4, 'num_stages': 2},  # 103.3 us, ratio 0.67, shape 1, NVIDIA H200 2026-12-02
-    '128/32/8/64/8192': {'SPLIT_TOKENS': 0, 'WAVES': 2, 'BN': 64, 'num_warps': 4, 'num_stages': 2},  # 281.8 us, ratio 0.94, shape 2, NVIDIA H200 2026-12-02
-    '128/32/8/128/4096': {'SPLIT_TOKENS': 0, 'WAVES': 2, 'BN': 64, 'num_warps': 4, 'num_stages': 2},  # 306.5 us, ratio 0.86, shape 3, NVIDIA H200 2026-12-02
-    '256/16/8/8/8192': {'SPLIT_TOKENS': 0, 'WAVES': 2, 'BN': 64, 'num_warps': 4, 'num_stages': 2},  # 87.9 us, ratio 0.83, shape 13, NVIDIA H200 2026-12-02
+    '128/8/1/96/32768': {'SPLIT_TOKENS': 0, 'WAVES': 4, 'BN': 128, 'num_warps': 8, 'num_stages': 2},  # 209.6 us, ratio 0.95, shape 10, NVIDIA H200 2026-12-03
+    '128/8/1/128/8192': {'SPLIT_TOKENS': 0, 'WAVES': 1, 'BN': 128, 'num_warps': 8, 'num_stages': 2},  # 86.2 us, ratio 0.76, shape 5, NVIDIA H200 2026-12-03
+    '128/8/1/128/16384': {'SPLIT_TOKENS': 0, 'WAVES': 1, 'BN': 32, 'num_warps': 4, 'num_stages': 3},  # 159.9 us, ratio 0.82, shape 4, NVIDIA H200 2026-12-03
+    '128/16/1/144/8192': {'SPLIT_TOKENS': 0, 'WAVES': 1, 'BN': 128, 'num_warps': 8, 'num_stages': 2},  # 95.1 us, ratio 0.78, shape 11, NVIDIA H200 2026-12-03
+    '128/16/2/8/32768': {'SPLIT_TOKENS': 0, 'WAVES': 2, 'BN': 128, 'num_warps': 8, 'num_stages': 2},  # 49.5 us, ratio 0.74, shape 6, NVIDIA H200 2026-12-03
+    '128/16/2/64/16384': {'SPLIT_TOKENS': 0, 'WAVES': 1, 'BN': 32, 'num_warps': 4, 'num_stages': 3},  # 160.1 us, ratio 0.83, shape 7, NVIDIA H200 2026-12-03
+    '128/16/4/32/32768': {'SPLIT_TOKENS': 0, 'WAVES': 1, 'BN': 128, 'num_warps': 8, 'num_stages': 2},  # 267.6 us, ratio 1.01, shape 8, NVIDIA H200 2026-12-03
+    '128/16/4/64/16384': {'SPLIT_TOKENS': 0, 'WAVES': 1, 'BN': 128, 'num_warps': 8, 'num_stages': 2},  # 268.5 us, ratio 0.99, shape 12, NVIDIA H200 2026-12-03
+    '128/28/4/48/8192': {'SPLIT_TOKENS': 0, 'WAVES': 1, 'BN': 64, 'num_warps': 4, 'num_stages': 2},  # 117.6 us, ratio 0.85, shape 9, NVIDIA H200 2026-12-03
+    '128/32/8/1/32768': {'SPLIT_TOKENS': 0, 'WAVES': 2, 'BN': 64, 'num_warps': 4, 'num_stages': 2},  # 42.8 us, ratio 0.76, shape 0, NVIDIA H200 2026-12-03
+    '128/32/8/16/8192': {'SPLIT_TOKENS': 0, 'WAVES': 2, 'BN': 128, 'num_warps': 8, 'num_stages': 2},  # 85.2 us, ratio 0.81, shape 1, NVIDIA H200 2026-12-03
+    '128/32/8/64/8192': {'SPLIT_TOKENS': 0, 'WAVES': 2, 'BN': 128, 'num_warps': 8, 'num_stages': 2},  # 270.4 us, ratio 0.98, shape 2, NVIDIA H200 2026-12-03
+    '128/32/8/128/4096': {'SPLIT_TOKENS': 0, 'WAVES': 1, 'BN': 128, 'num_warps': 8, 'num_stages': 2},  # 285.4 us, ratio 0.92, shape 3, NVIDIA H200 2026-12-03
+    '256/16/2/32/32768': {'SPLIT_TOKENS': 0, 'WAVES': 1, 'BN': 64, 'num_warps': 4, 'num_stages': 2},  # 317.4 us, ratio 0.85, shape 14, NVIDIA H200 2026-12-03
+    '256/16/8/8/8192': {'SPLIT_TOKENS': 0, 'WAVES': 2, 'BN': 64, 'num_warps': 4, 'num_stages': 2},  # 86.4 us, ratio 0.85, shape 13, NVIDIA H200 2026-12-03
 }
 # dispatch: end
 

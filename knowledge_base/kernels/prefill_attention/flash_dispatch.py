@@ -60,21 +60,21 @@ AKA_PARAMS = {"BM": 128, "BN": 64, "PACK": 0, "TMA": 1, "num_warps": 8, "num_sta
 
 # dispatch: begin (scripts/bake_dispatch_attn.py rewrites this block)
 DISPATCH = {
-    '128/8/1/12288/1': {'BM': 128, 'BN': 64, 'PACK': 0, 'TMA': 1, 'num_warps': 8, 'num_stages': 3},  # 579.6 us, ratio 1.97, shape 7, NVIDIA H200 2026-12-02
-    '128/8/1/12288/2': {'BM': 128, 'BN': 64, 'PACK': 0, 'TMA': 1, 'num_warps': 8, 'num_stages': 3},  # 343.2 us, ratio 2.33, shape 3, NVIDIA H200 2026-12-02
-    '128/8/1/12288/4': {'BM': 128, 'BN': 64, 'PACK': 0, 'TMA': 1, 'num_warps': 8, 'num_stages': 3},  # 190.0 us, ratio 2.80, shape 6, NVIDIA H200 2026-12-02
-    '128/16/1/10240/3': {'BM': 128, 'BN': 64, 'PACK': 0, 'TMA': 1, 'num_warps': 8, 'num_stages': 3},  # 335.9 us, ratio 2.22, shape 9, NVIDIA H200 2026-12-02
-    '128/16/2/512/1': {'BM': 128, 'BN': 64, 'PACK': 0, 'TMA': 1, 'num_warps': 8, 'num_stages': 3},  # 13.6 us, ratio 1.59, shape 4, NVIDIA H200 2026-12-02
-    '128/16/2/6144/8': {'BM': 128, 'BN': 64, 'PACK': 0, 'TMA': 1, 'num_warps': 8, 'num_stages': 3},  # 82.0 us, ratio 2.98, shape 5, NVIDIA H200 2026-12-02
-    '128/16/4/12288/16': {'BM': 128, 'BN': 64, 'PACK': 0, 'TMA': 1, 'num_warps': 8, 'num_stages': 3},  # 154.4 us, ratio 3.18, shape 8, NVIDIA H200 2026-12-02
-    '128/28/4/6144/2': {'BM': 128, 'BN': 64, 'PACK': 0, 'TMA': 1, 'num_warps': 8, 'num_stages': 3},  # 330.6 us, ratio 1.85, shape 10, NVIDIA H200 2026-12-02
-    '128/32/8/4096/1': {'BM': 128, 'BN': 64, 'PACK': 0, 'TMA': 1, 'num_warps': 8, 'num_stages': 3},  # 294.2 us, ratio 1.77, shape 0, NVIDIA H200 2026-12-02
-    '128/32/8/6144/4': {'BM': 128, 'BN': 64, 'PACK': 0, 'TMA': 1, 'num_warps': 8, 'num_stages': 3},  # 229.1 us, ratio 1.99, shape 1, NVIDIA H200 2026-12-02
-    '128/32/8/12288/32': {'BM': 128, 'BN': 64, 'PACK': 0, 'TMA': 1, 'num_warps': 8, 'num_stages': 3},  # 231.4 us, ratio 3.09, shape 2, NVIDIA H200 2026-12-02
-    '256/8/1/8192/1': {'BM': 128, 'BN': 64, 'PACK': 0, 'TMA': 1, 'num_warps': 8, 'num_stages': 2},  # 483.1 us, ratio 2.22, shape 13, NVIDIA H200 2026-12-02
-    '256/8/4/12288/8': {'BM': 128, 'BN': 64, 'PACK': 0, 'TMA': 1, 'num_warps': 8, 'num_stages': 2},  # 216.3 us, ratio 3.03, shape 12, NVIDIA H200 2026-12-02
-    '256/16/2/6144/4': {'BM': 128, 'BN': 64, 'PACK': 0, 'TMA': 1, 'num_warps': 8, 'num_stages': 2},  # 208.2 us, ratio 2.33, shape 14, NVIDIA H200 2026-12-02
-    '256/16/8/6144/2': {'BM': 128, 'BN': 64, 'PACK': 0, 'TMA': 1, 'num_warps': 8, 'num_stages': 2},  # 356.9 us, ratio 2.08, shape 11, NVIDIA H200 2026-12-02
+    '128/8/1/12288/1': {'BM': 64, 'BN': 64, 'PACK': 0, 'TMA': 1, 'num_warps': 4, 'num_stages': 3},  # 572.3 us, ratio 2.00, shape 7, NVIDIA H200 2026-12-03
+    '128/8/1/12288/2': {'BM': 64, 'BN': 64, 'PACK': 0, 'TMA': 1, 'num_warps': 4, 'num_stages': 3},  # 317.6 us, ratio 2.53, shape 3, NVIDIA H200 2026-12-03
+    '128/8/1/12288/4': {'BM': 64, 'BN': 64, 'PACK': 0, 'TMA': 1, 'num_warps': 4, 'num_stages': 3},  # 175.2 us, ratio 3.05, shape 6, NVIDIA H200 2026-12-03
+    '128/16/1/10240/3': {'BM': 64, 'BN': 64, 'PACK': 0, 'TMA': 1, 'num_warps': 4, 'num_stages': 3},  # 301.3 us, ratio 2.49, shape 9, NVIDIA H200 2026-12-03
+    '128/16/2/512/1': {'BM': 64, 'BN': 64, 'PACK': 0, 'TMA': 1, 'num_warps': 4, 'num_stages': 3},  # 9.8 us, ratio 2.21, shape 4, NVIDIA H200 2026-12-03
+    '128/16/2/6144/8': {'BM': 64, 'BN': 64, 'PACK': 0, 'TMA': 1, 'num_warps': 4, 'num_stages': 3},  # 67.9 us, ratio 3.62, shape 5, NVIDIA H200 2026-12-03
+    '128/16/4/12288/16': {'BM': 64, 'BN': 64, 'PACK': 0, 'TMA': 1, 'num_warps': 4, 'num_stages': 3},  # 137.4 us, ratio 3.62, shape 8, NVIDIA H200 2026-12-03
+    '128/28/4/6144/2': {'BM': 64, 'BN': 64, 'PACK': 0, 'TMA': 1, 'num_warps': 4, 'num_stages': 3},  # 321.5 us, ratio 1.92, shape 10, NVIDIA H200 2026-12-03
+    '128/32/8/4096/1': {'BM': 64, 'BN': 64, 'PACK': 0, 'TMA': 1, 'num_warps': 4, 'num_stages': 3},  # 269.6 us, ratio 1.96, shape 0, NVIDIA H200 2026-12-03
+    '128/32/8/6144/4': {'BM': 64, 'BN': 64, 'PACK': 0, 'TMA': 1, 'num_warps': 4, 'num_stages': 3},  # 210.4 us, ratio 2.19, shape 1, NVIDIA H200 2026-12-03
+    '128/32/8/12288/32': {'BM': 64, 'BN': 64, 'PACK': 0, 'TMA': 1, 'num_warps': 4, 'num_stages': 3},  # 183.7 us, ratio 3.90, shape 2, NVIDIA H200 2026-12-03
+    '256/8/1/8192/1': {'BM': 128, 'BN': 64, 'PACK': 1, 'TMA': 1, 'num_warps': 8, 'num_stages': 2},  # 490.7 us, ratio 2.18, shape 13, NVIDIA H200 2026-12-03
+    '256/8/4/12288/8': {'BM': 128, 'BN': 64, 'PACK': 1, 'TMA': 1, 'num_warps': 8, 'num_stages': 2},  # 214.9 us, ratio 3.08, shape 12, NVIDIA H200 2026-12-03
+    '256/16/2/6144/4': {'BM': 128, 'BN': 64, 'PACK': 1, 'TMA': 1, 'num_warps': 8, 'num_stages': 2},  # 203.4 us, ratio 2.40, shape 14, NVIDIA H200 2026-12-03
+    '256/16/8/6144/2': {'BM': 128, 'BN': 64, 'PACK': 1, 'TMA': 1, 'num_warps': 8, 'num_stages': 2},  # 354.1 us, ratio 2.12, shape 11, NVIDIA H200 2026-12-03
 }
 # dispatch: end
 
