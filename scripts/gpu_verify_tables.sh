@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# One device call: (1) rank the memory-bound ops' kernels and parameters beside their peers
+# (scripts/gpu_tune_rowops.py, alone on the GPU), then (2) judge the dispatch kernels whose tables
+# were baked from the last tuner run (fused_moe, paged decode, MLA decode, prefill) through the
+# harness, `aka bench run --impl [peer,]<kernel>`, several evaluations at once (the GPU lock takes
+# their timed rounds in turn). fused_moe's 16 shapes are cut into parts, one evaluation each: in
+# one evaluation they did not finish in 503 s (results/h200/peers-2026-12-03).
+# Everything lands in $OUT/vt.tgz. Then, here: tar xzf <files_at>/vt.tgz -C /tmp/vt
+#
+#   device: AKA_CACHE_DIR=$PWD/.gpucache OUT=$OUT bash scripts/gpu_verify_tables.sh
+#   env: AKA_DEADLINE_S (default 560), AKA_VT_JOBS (default 4), AKA_VT_TUNE_S (default 150, 0 skips
+#        the row-op tuner), AKA_VT_ROWOPS (the tuner's ops), AKA_VT_PARTS (which harness parts)
+set -uo pipefail
+: "${OUT:?set OUT to a results folder}"
+cd "$(dirname "$0")/.."
+T0=$(date +%s)
+DEADLINE=${AKA_DEADLINE_S:-560}
+JOBS=${AKA_VT_JOBS:-4}
+TUNE_S=${AKA_VT_TUNE_S:-150}
+ROWOPS=${AKA_VT_ROWOPS:-fused_add_rms_norm,layer_norm,softmax,silu_and_mul,gelu_and_mul,qk_norm}
+PARTS=${AKA_VT_PARTS:-moe_a moe_b moe_c moe_d paged mla prefill}
+export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True} PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+export AKA_CACHE_DIR=${AKA_CACHE_DIR:-/tmp/aka-cache} HF_HUB_OFFLINE=1
+mkdir -p "$AKA_CACHE_DIR"
+[[ -s $AKA_CACHE_DIR/source_sha ]] && export AKA_GIT_SHA=$(cat "$AKA_CACHE_DIR/source_sha")
+W=$OUT/vt; mkdir -p "$W/runs"
+left() { echo $(( DEADLINE - ($(date +%s) - T0) )); }
+pack() {
+  echo "total wall seconds: $(( $(date +%s) - T0 ))" | tee -a "$W/steps.txt"
+  python3 -m aka.cli bench peers "$W"/runs/*/ --out "$W/PEERS.md" > "$W/peers_table.log" 2>&1
+  tar czf "$OUT/vt.tgz" -C "$OUT" vt && rm -rf "$W"
+  ls -la "$OUT"
+}
+trap pack EXIT
+. scripts/device_lib.sh
+device_provenance > "$W/provenance.txt" 2>&1
+liger_install "$W/provenance.txt" "$W/install.log"
+
+# 1. the row-op tuner, alone on the GPU (its timings take no lock)
+if (( TUNE_S > 0 )); then
+  s=$(date +%s)
+  timeout $(( TUNE_S + 30 )) python3 scripts/gpu_tune_rowops.py "$W/rowops" --ops "$ROWOPS" --deadline "$TUNE_S" \
+    --max-configs 4 > "$W/rowops.log" 2>&1
+  echo "[rowops tuner rc=$? wall=$(( $(date +%s) - s ))s ops $ROWOPS]" | tee -a "$W/steps.txt"
+fi
+
+# 2. the harness: part -> "op kernel impls shapes"
+K=knowledge_base/kernels
+declare -A PART=(
+  [moe_a]="fused_moe grouped_dispatch peer 0,1,2,3"
+  [moe_b]="fused_moe grouped_dispatch peer 4,5,6,7"
+  [moe_c]="fused_moe grouped_dispatch peer 8,9,10,11"
+  [moe_d]="fused_moe grouped_dispatch peer 12,13,14,15"
+  [paged]="paged_decode_attention split_dispatch - all"
+  [mla]="mla_decode_attention split_dispatch - all"
+  [prefill]="prefill_attention flash_dispatch peer 0,1,2,3,5,6,7,8,9,10,11,12,13,14")
+one() {
+  local part=$1 op k peer shapes impls t s
+  read -r op k peer shapes <<< "${PART[$part]}"
+  mkdir -p "$W/c_$k/$op" && cp "$K/$op/$k.py" "$W/c_$k/$op/"
+  impls="$W/c_$k"; [[ $peer == peer ]] && impls="peer,$impls"
+  t=$(( $(left) - 25 ))
+  if (( t < 30 )); then echo "skipped (deadline): $part" | tee -a "$W/steps.txt"; return 0; fi
+  s=$(date +%s)
+  timeout --signal=INT --kill-after=10 "$t" python3 -m aka.cli bench run --impl "$impls" --ops "$op" \
+    --shapes "$shapes" --no-beside --timeout "$t" --out "$W/runs/$part" > "$W/runs/$part.log" 2>&1
+  echo "[$part rc=$? wall=$(( $(date +%s) - s ))s $op $k shapes $shapes]" | tee -a "$W/steps.txt"
+}
+for part in $PARTS; do
+  while (( $(jobs -rp | wc -l) >= JOBS )); do wait -n; done
+  one "$part" &
+  sleep 2
+done
+wait
