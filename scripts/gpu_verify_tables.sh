@@ -9,7 +9,8 @@
 #
 #   device: AKA_CACHE_DIR=$PWD/.gpucache OUT=$OUT bash scripts/gpu_verify_tables.sh
 #   env: AKA_DEADLINE_S (default 560), AKA_VT_JOBS (default 4), AKA_VT_TUNE_S (default 150, 0 skips
-#        the row-op tuner), AKA_VT_ROWOPS (the tuner's ops), AKA_VT_PARTS (which harness parts)
+#        the row-op tuner), AKA_VT_ROWOPS (the tuner's ops), AKA_VT_PARTS (which harness parts, keys
+#        of PART below), AKA_VT_KBV_OPS (ops whose kernels `aka kb verify` runs on every shape beside)
 set -uo pipefail
 : "${OUT:?set OUT to a results folder}"
 cd "$(dirname "$0")/.."
@@ -36,6 +37,10 @@ trap pack EXIT
 device_provenance > "$W/provenance.txt" 2>&1
 liger_install "$W/provenance.txt" "$W/install.log"
 
+# 0. the measured ceilings (copy bandwidth, matmul rates) the fractions "of the measured ceiling" use
+timeout 120 python3 -m aka.cli hw calibrate > "$W/calibration.json" 2> "$W/calibration.log"
+echo "[calibrate rc=$?]" | tee -a "$W/steps.txt"
+
 # 1. the row-op tuner, alone on the GPU (its timings take no lock)
 if (( TUNE_S > 0 )); then
   s=$(date +%s)
@@ -53,12 +58,21 @@ declare -A PART=(
   [moe_d]="fused_moe grouped_dispatch peer 12,13,14,15"
   [paged]="paged_decode_attention split_dispatch - all"
   [mla]="mla_decode_attention split_dispatch - all"
-  [prefill]="prefill_attention flash_dispatch peer 0,1,2,3,5,6,7,8,9,10,11,12,13,14")
+  [prefill]="prefill_attention flash_dispatch peer 0,1,2,3,5,6,7,8,9,10,11,12,13,14"
+  # memory-bound ops: the row-op tuner's picks (2026-12-04) on the large shapes scripts/peer_plan.py lists
+  [add_rms]="fused_add_rms_norm row_tile peer 7,8,9,10,11,12,13,14"
+  [layer_norm]="layer_norm row_tile peer 10,11,13,14,15"
+  [softmax]="softmax split_row,row_in_registers peer 4,6,7,8,9,11,12,13"
+  [silu]="silu_and_mul rowmajor peer 8,9,10,11,12,13,14,15"
+  [gelu]="gelu_and_mul rowmajor peer 7,8,9,10,11,12,13,14"
+  [qk_norm]="qk_norm flat_rows peer 9,10,11,12,13,14,15")
 one() {
-  local part=$1 op k peer shapes impls t s
-  read -r op k peer shapes <<< "${PART[$part]}"
-  mkdir -p "$W/c_$k/$op" && cp "$K/$op/$k.py" "$W/c_$k/$op/"
-  impls="$W/c_$k"; [[ $peer == peer ]] && impls="peer,$impls"
+  local part=$1 op ks peer shapes impls="" t s k
+  read -r op ks peer shapes <<< "${PART[$part]}"
+  for k in ${ks//,/ }; do   # one impl folder per kernel (bench run takes one candidate per op per folder)
+    mkdir -p "$W/c_$k/$op" && cp "$K/$op/$k.py" "$W/c_$k/$op/"; impls="$impls,$W/c_$k"
+  done
+  impls=${impls#,}; [[ $peer == peer ]] && impls="peer,$impls"
   t=$(( $(left) - 25 ))
   if (( t < 30 )); then echo "skipped (deadline): $part" | tee -a "$W/steps.txt"; return 0; fi
   s=$(date +%s)
@@ -66,6 +80,15 @@ one() {
     --shapes "$shapes" --no-beside --timeout "$t" --out "$W/runs/$part" > "$W/runs/$part.log" 2>&1
   echo "[$part rc=$? wall=$(( $(date +%s) - s ))s $op $k shapes $shapes]" | tee -a "$W/steps.txt"
 }
+# 3. optionally, beside the harness parts: `aka kb verify --device cuda` of some ops' kernels on
+#    every shape, in a scratch copy of the knowledge base (AKA_VT_KBV_OPS; results in kbv/results)
+if [[ -n ${AKA_VT_KBV_OPS:-} ]]; then
+  ( kb_copy "$W/kbv"; t=$(( $(left) - 30 ))
+    timeout --signal=INT --kill-after=10 "$t" python3 -m aka.cli kb verify --kb "$W/kbv/knowledge_base" --device cuda \
+      --op "$AKA_VT_KBV_OPS" --shapes all --jobs "${AKA_VT_KBV_JOBS:-2}" --timeout "$t" > "$W/kbv/kbverify.log" 2>&1
+    echo "[kb verify rc=$? wall=$(( $(date +%s) - T0 ))s since start, ops $AKA_VT_KBV_OPS]" | tee -a "$W/steps.txt" ) &
+  sleep 2
+fi
 for part in $PARTS; do
   while (( $(jobs -rp | wc -l) >= JOBS )); do wait -n; done
   one "$part" &
