@@ -10,7 +10,9 @@
 #   device: AKA_CACHE_DIR=$PWD/.gpucache OUT=$OUT bash scripts/gpu_verify_tables.sh
 #   env: AKA_DEADLINE_S (default 560), AKA_VT_JOBS (default 4), AKA_VT_TUNE_S (default 150, 0 skips
 #        the row-op tuner), AKA_VT_ROWOPS (the tuner's ops), AKA_VT_PARTS (which harness parts, keys
-#        of PART below), AKA_VT_KBV_OPS (ops whose kernels `aka kb verify` runs on every shape beside)
+#        of PART below), AKA_VT_KBV_OPS (ops whose kernels `aka kb verify` runs on every shape beside),
+#        AKA_VT_ADV_N (xdist workers for the GPU adversarial suite beside; unset: not run),
+#        AKA_VT_TUNE_CONFIGS / AKA_VT_TUNE_SHAPES (the tuner's --max-configs / --shapes)
 set -uo pipefail
 : "${OUT:?set OUT to a results folder}"
 cd "$(dirname "$0")/.."
@@ -45,7 +47,7 @@ echo "[calibrate rc=$?]" | tee -a "$W/steps.txt"
 if (( TUNE_S > 0 )); then
   s=$(date +%s)
   timeout $(( TUNE_S + 30 )) python3 scripts/gpu_tune_rowops.py "$W/rowops" --ops "$ROWOPS" --deadline "$TUNE_S" \
-    --max-configs 4 > "$W/rowops.log" 2>&1
+    --max-configs "${AKA_VT_TUNE_CONFIGS:-4}" --shapes "${AKA_VT_TUNE_SHAPES:-large}" > "$W/rowops.log" 2>&1
   echo "[rowops tuner rc=$? wall=$(( $(date +%s) - s ))s ops $ROWOPS]" | tee -a "$W/steps.txt"
 fi
 
@@ -87,6 +89,16 @@ if [[ -n ${AKA_VT_KBV_OPS:-} ]]; then
     timeout --signal=INT --kill-after=10 "$t" python3 -m aka.cli kb verify --kb "$W/kbv/knowledge_base" --device cuda \
       --op "$AKA_VT_KBV_OPS" --shapes all --jobs "${AKA_VT_KBV_JOBS:-2}" --timeout "$t" > "$W/kbv/kbverify.log" 2>&1
     echo "[kb verify rc=$? wall=$(( $(date +%s) - T0 ))s since start, ops $AKA_VT_KBV_OPS]" | tee -a "$W/steps.txt" ) &
+  sleep 2
+fi
+# 4. optionally, beside: the GPU adversarial suite (AKA_VT_ADV_N xdist workers, cut at the deadline;
+#    junit_adv.xml says which cases were reached and their verdicts)
+if [[ -n ${AKA_VT_ADV_N:-} ]]; then
+  use_xdist
+  ( t=$(( $(left) - 30 ))
+    AKA_GPU_RESULTS=$W/adv_results.jsonl timeout --signal=INT "$t" python3 -m pytest -m gpu tests/test_adversarial.py \
+      -q -n "$AKA_VT_ADV_N" -p no:cacheprovider -rA --durations=15 --junitxml="$W/junit_adv.xml" > "$W/adv.log" 2>&1
+    echo "[adversarial rc=$? wall=$(( $(date +%s) - T0 ))s since start]" | tee -a "$W/steps.txt" ) &
   sleep 2
 fi
 for part in $PARTS; do
