@@ -10,7 +10,7 @@
 #   device: AKA_CACHE_DIR=$PWD/.gpucache OUT=$OUT bash scripts/gpu_verify_tables.sh
 #   env: AKA_DEADLINE_S (default 560), AKA_VT_JOBS (default 4), AKA_VT_TUNE_S (default 150, 0 skips
 #        the row-op tuner), AKA_VT_ROWOPS (the tuner's ops), AKA_VT_PARTS (which harness parts, keys
-#        of PART below), AKA_VT_KBV_OPS (ops whose kernels `aka kb verify` runs on every shape beside),
+#        of PART below; set and empty: none), AKA_VT_KBV_OPS (ops whose kernels `aka kb verify` runs on every shape beside),
 #        AKA_VT_ADV_N (xdist workers for the GPU adversarial suite beside; unset: not run),
 #        AKA_VT_TUNE_CONFIGS / AKA_VT_TUNE_SHAPES (the tuner's --max-configs / --shapes)
 set -uo pipefail
@@ -21,7 +21,7 @@ DEADLINE=${AKA_DEADLINE_S:-560}
 JOBS=${AKA_VT_JOBS:-4}
 TUNE_S=${AKA_VT_TUNE_S:-150}
 ROWOPS=${AKA_VT_ROWOPS:-fused_add_rms_norm,layer_norm,softmax,silu_and_mul,gelu_and_mul,qk_norm}
-PARTS=${AKA_VT_PARTS:-moe_a moe_b moe_c moe_d paged mla prefill}
+PARTS=${AKA_VT_PARTS-moe_a moe_b moe_c moe_d paged mla prefill}
 export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True} PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 export AKA_CACHE_DIR=${AKA_CACHE_DIR:-/tmp/aka-cache} HF_HUB_OFFLINE=1
 mkdir -p "$AKA_CACHE_DIR"
