@@ -66,13 +66,14 @@ def test_baseline_that_could_not_be_timed_is_a_failed_case_with_its_reason():
     suite = load_suite()
     prob = next(p for p in suite.problems if p.name == "rms_norm")
     sid = next(iter(prob.shapes))
-    sr = ShapeResult(id=sid, label="x", eager_us=10.0, compile_us=None, sol_us=5.0,
+    sr = ShapeResult(id=sid, label="x", eager_us=10.0, compile_us=None, sol_us=5.0, sol_us_measured=6.0,
                      baseline_methods={"eager": "cuda_graph"})
     res = EvalResult(status="pass", reason="baselines timed", problem="rms_norm", device="cuda", shapes=[sr],
                      notes=[f"shape {sid}: compile not timed (TorchRuntimeError: dynamo failed)"])
     eager = _rows(res, "reference", prob, suite, which="reference")[0]
     comp = _rows(res, "compile", prob, suite, which="compile")[0]
     assert eager["correct"] and eager["status"] == "pass" and eager["sol_fraction"] == 0.5
+    assert eager["sol_fraction_measured"] == 0.6 and comp["sol_fraction_measured"] is None  # measured ceiling, per impl
     assert not comp["correct"] and comp["status"] == "untimed" and "dynamo failed" in comp["reason"]
     assert eager["timing_method"] == "cuda_graph" and comp["timing_method"] is None  # each record says how it was timed
     res.device = "cpu"  # no GPU: nothing is timed and nothing is a failure

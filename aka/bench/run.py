@@ -114,8 +114,10 @@ def _rows(res: EvalResult, impl: str, problem, suite: Suite, which: str | None =
             ok = False
         if which is None:  # the candidate's own time: the harness scored it
             sol_fraction, sp_eager, sp_compile, floor = s.sol_fraction, s.speedup_eager, s.speedup_compile, s.impossible
+            sol_measured = s.sol_fraction_measured
         else:  # a baseline's time, which the harness timed but did not score
             sol_fraction, floor = fraction(s.sol_us, t), impossible(s.sol_us, t)
+            sol_measured = fraction(s.sol_us_measured, t)
             sp_eager = s.eager_us / t if s.eager_us and t else None
             sp_compile = s.compile_us / t if s.compile_us and t else None
         shape = info.get(s.id)
@@ -131,7 +133,10 @@ def _rows(res: EvalResult, impl: str, problem, suite: Suite, which: str | None =
                          eager_us=s.eager_us, compile_us=s.compile_us, peer_us=s.peer_us,
                          speedup_eager=sp_eager, speedup_compile=sp_compile, speedup_peer=sp_peer,
                          peer_status=s.peer_status, peer_rel_err=s.peer_rel_err,
-                         sol_us=s.sol_us, sol_fraction=sol_fraction, bytes=s.bytes, flops=s.flops,
+                         sol_us=s.sol_us, sol_fraction=sol_fraction,
+                         # against `aka hw calibrate`'s ceilings when this GPU has a cached calibration
+                         sol_us_measured=s.sol_us_measured, sol_fraction_measured=sol_measured,
+                         bytes=s.bytes, flops=s.flops,
                          bound=s.bound, impossible=bool(floor),
                          fallback_ops=s.fallback_ops))
     return rows
