@@ -2,7 +2,7 @@
 the op's peer (Liger, torch), on the op's large shapes, in one process.
 
     python scripts/gpu_tune_rowops.py OUTDIR [--ops rms_norm,layer_norm] [--deadline 150]
-        [--shapes large|all|small|0,3] [--max-configs 6] [--device cuda|cpu]
+        [--shapes large|all|small|0,3] [--max-configs 6] [--kernels a,b] [--device cuda|cpu]
 
 Why: the harness (`aka bench run --impl peer,...`) takes minutes per op and one candidate per
 folder, so it cannot rank four kernels x six parameter sets x eight shapes in a device call; this
@@ -146,6 +146,8 @@ def main(argv=None) -> int:
     ap.add_argument("--deadline", type=float, default=150.0, help="wall-clock seconds for the whole run")
     ap.add_argument("--shapes", default=None, help="large (GPU default), all, small (CPU default) or ids")
     ap.add_argument("--max-configs", type=int, default=6, help="configs per kernel (AKA_PARAMS first)")
+    ap.add_argument("--kernels", default=None,
+                    help="only these kernel files (comma list of stems) of each op; default: all")
     ap.add_argument("--device", default=None, choices=["cuda", "cpu"])
     a = ap.parse_args(argv)
     t0 = time.monotonic()
@@ -201,7 +203,10 @@ def main(argv=None) -> int:
             shapes = prob.shapes
             sids = [s for s in which.split(",") if s in shapes]
         kernels = []
+        want = set(a.kernels.split(",")) if a.kernels else None
         for f in sorted((ROOT / "knowledge_base" / "kernels" / op).glob("*.py")):
+            if want is not None and f.stem not in want:
+                continue
             try:
                 front, _ = split_front_matter(_load(f, f"k_{op}_{f.stem}").__doc__ or "")
                 kernels.append((f.stem, f, front))

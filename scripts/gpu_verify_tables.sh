@@ -12,7 +12,8 @@
 #        the row-op tuner), AKA_VT_ROWOPS (the tuner's ops), AKA_VT_PARTS (which harness parts, keys
 #        of PART below; set and empty: none), AKA_VT_KBV_OPS (ops whose kernels `aka kb verify` runs on every shape beside),
 #        AKA_VT_ADV_N (xdist workers for the GPU adversarial suite beside; unset: not run),
-#        AKA_VT_TUNE_CONFIGS / AKA_VT_TUNE_SHAPES (the tuner's --max-configs / --shapes)
+#        AKA_VT_TUNE_CONFIGS / AKA_VT_TUNE_SHAPES / AKA_VT_TUNE_KERNELS (the tuner's --max-configs /
+#        --shapes / --kernels)
 set -uo pipefail
 : "${OUT:?set OUT to a results folder}"
 cd "$(dirname "$0")/.."
@@ -47,7 +48,8 @@ echo "[calibrate rc=$?]" | tee -a "$W/steps.txt"
 if (( TUNE_S > 0 )); then
   s=$(date +%s)
   timeout $(( TUNE_S + 30 )) python3 scripts/gpu_tune_rowops.py "$W/rowops" --ops "$ROWOPS" --deadline "$TUNE_S" \
-    --max-configs "${AKA_VT_TUNE_CONFIGS:-4}" --shapes "${AKA_VT_TUNE_SHAPES:-large}" > "$W/rowops.log" 2>&1
+    --max-configs "${AKA_VT_TUNE_CONFIGS:-4}" --shapes "${AKA_VT_TUNE_SHAPES:-large}" \
+    ${AKA_VT_TUNE_KERNELS:+--kernels "$AKA_VT_TUNE_KERNELS"} > "$W/rowops.log" 2>&1
   echo "[rowops tuner rc=$? wall=$(( $(date +%s) - s ))s ops $ROWOPS]" | tee -a "$W/steps.txt"
 fi
 
