@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The suite score of aka's best kernel per op (issue 21's goal): every op of the bundled benchmark,
+# every shape, one candidate folder (scripts/suite_plan.py: scripts/suite_kernels.json's choices,
+# else `aka kb best`'s), through the judge and runner. Resumable across device calls: the run
+# directory lives in the carried cache, so the next call measures only what is missing.
+# Everything lands in $OUT/suite.tgz. Then, here:
+#   tar xzf <files_at>/suite.tgz -C /tmp/s && rm -rf .gpucache/suite-run && cp -r /tmp/s/suite/run .gpucache/suite-run
+#   (carry .gpucache into the next call to resume; when every op is in, commit /tmp/s/suite)
+#
+#   device: AKA_CACHE_DIR=$PWD/.gpucache OUT=$OUT bash scripts/gpu_suite.sh
+#   env: AKA_DEADLINE_S (default 560), AKA_SUITE_JOBS (default 8), AKA_SUITE_OPS (default: all),
+#        AKA_SUITE_SHAPES (default all), AKA_SUITE_PEER=1 (also time each op's peer)
+set -uo pipefail
+: "${OUT:?set OUT to a results folder}"
+cd "$(dirname "$0")/.."
+T0=$(date +%s)
+DEADLINE=${AKA_DEADLINE_S:-560}
+export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True} PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+export AKA_CACHE_DIR=${AKA_CACHE_DIR:-/tmp/aka-cache} HF_HUB_OFFLINE=1
+mkdir -p "$AKA_CACHE_DIR"
+[[ -s $AKA_CACHE_DIR/source_sha ]] && export AKA_GIT_SHA=$(cat "$AKA_CACHE_DIR/source_sha")
+W=$OUT/suite; mkdir -p "$W"
+RUN=$AKA_CACHE_DIR/suite-run
+left() { echo $(( DEADLINE - ($(date +%s) - T0) )); }
+pack() {
+  echo "total wall seconds: $(( $(date +%s) - T0 ))" | tee -a "$W/steps.txt"
+  [[ -d $RUN ]] && rm -rf "$W/run" && cp -r "$RUN" "$W/run"
+  tar czf "$OUT/suite.tgz" -C "$OUT" suite && rm -rf "$W"
+  ls -la "$OUT"
+}
+trap pack EXIT
+. scripts/device_lib.sh
+device_provenance > "$W/provenance.txt" 2>&1
+impls=$W/best
+if [[ ${AKA_SUITE_PEER:-0} == 1 ]]; then liger_install "$W/provenance.txt" "$W/install.log"; impls="peer,$impls"; fi
+# the measured ceilings, so every record carries sol_fraction_measured (once per cache)
+if python3 -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+  timeout 120 python3 -m aka.cli hw calibrate > "$W/calibration.json" 2> "$W/calibration.log"
+  echo "[calibrate rc=$?]" | tee -a "$W/steps.txt"
+fi
+python3 scripts/suite_plan.py "$W/best" "$W/plan.json" ${AKA_SUITE_OPS:+--ops "$AKA_SUITE_OPS"} > "$W/plan.txt" 2>&1 \
+  || { echo "suite_plan failed"; cat "$W/plan.txt"; exit 1; }
+t=$(( $(left) - 30 ))
+s=$(date +%s)
+timeout --signal=INT --kill-after=15 "$t" python3 -m aka.cli bench run --impl "$impls" \
+  ${AKA_SUITE_OPS:+--ops "$AKA_SUITE_OPS"} --shapes "${AKA_SUITE_SHAPES:-all}" --no-beside \
+  --jobs "${AKA_SUITE_JOBS:-8}" --timeout "$t" --out "$RUN" > "$W/run.log" 2>&1
+echo "[bench run rc=$? wall=$(( $(date +%s) - s ))s]" | tee -a "$W/steps.txt"
+tail -5 "$W/run.log" | tee -a "$W/steps.txt"
