@@ -11,8 +11,8 @@ from aka.problem import REPO_ROOT
 
 KERNELS = sorted((REPO_ROOT / "knowledge_base" / "kernels").glob("*/*.py"))
 # The kernels are dealt round-robin into CHUNKS test classes: `pytest -n 2 --dist loadscope`
-# (scripts/test.sh) hands each class to one worker, so this file, the suite's heaviest (69
-# sandboxed evaluations, 69 compiles, every declared parameter value), spreads over both workers
+# (scripts/test.sh) hands each class to one worker, so this file, the suite's heaviest (one
+# sandboxed evaluation and one compile per kernel, every declared parameter value), spreads over both workers
 # and each chunk's batched work runs once, on the worker holding it.
 CHUNKS = 4
 
