@@ -212,6 +212,9 @@ def main(argv=None) -> int:
                 kernels.append((f.stem, f, front))
             except Exception as e:  # noqa: BLE001 - a kernel that does not import is reported
                 doc["errors"].append(f"{op}/{f.stem} import: {type(e).__name__}: {e}")
+        if want is not None and not kernels:
+            print(f"error: {op} has no kernel named {sorted(want)}", file=sys.stderr)
+            return 2
         info = peer_of(prob.meta)
         why_not = unavailable(info, device) if info else "no peer"
         print(f"[{time.monotonic() - t0:6.1f} s] {op}: shapes {','.join(sids)}; kernels "

@@ -52,3 +52,7 @@ def test_cpu_run_checks_every_kernel_and_config_against_the_reference(tmp_path):
     assert only.returncode == 0, only.stderr[-2000:]
     one = json.loads((tmp_path / "one" / "rowops_tune.json").read_text())["records"]
     assert {r["kernel"] for r in one} == {"word_tiles"} and len(one) == 3   # three small shapes, one config
+    nope = subprocess.run([sys.executable, str(TUNER), str(tmp_path / "nope"), "--ops", "awq_w4a16_gemm",
+                           "--kernels", "no_such", "--device", "cpu"], cwd=REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert nope.returncode == 2 and "no kernel named" in nope.stderr
