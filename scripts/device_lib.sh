@@ -1,4 +1,17 @@
-# Sourced by device scripts (scripts/gpu_rest.sh, scripts/gpu_finish.sh, scripts/gpu_tune_peers.sh): what each call repeats.
+# Sourced by device scripts (scripts/gpu_rest.sh, gpu_finish.sh, gpu_tune_peers.sh, gpu_verify_tables.sh,
+# gpu_suite.sh): what each call repeats.
+
+# the environment a device script runs under: allocator, import path, the cache (carried in, or
+# /tmp), and the source commit scripts/pre_device.sh recorded in it
+device_env() {
+  export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True} PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+  export AKA_CACHE_DIR=${AKA_CACHE_DIR:-/tmp/aka-cache} HF_HUB_OFFLINE=1
+  mkdir -p "$AKA_CACHE_DIR"
+  if [[ -s $AKA_CACHE_DIR/source_sha ]]; then export AKA_GIT_SHA=$(cat "$AKA_CACHE_DIR/source_sha"); fi
+}
+
+# seconds left before the calling script's DEADLINE, counted from its T0
+left() { echo $(( DEADLINE - ($(date +%s) - T0) )); }
 
 # pytest-xdist from the carried wheels (.whl/) when the device's Python lacks it
 use_xdist() {

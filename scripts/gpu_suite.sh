@@ -15,13 +15,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 T0=$(date +%s)
 DEADLINE=${AKA_DEADLINE_S:-560}
-export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True} PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-export AKA_CACHE_DIR=${AKA_CACHE_DIR:-/tmp/aka-cache} HF_HUB_OFFLINE=1
-mkdir -p "$AKA_CACHE_DIR"
-[[ -s $AKA_CACHE_DIR/source_sha ]] && export AKA_GIT_SHA=$(cat "$AKA_CACHE_DIR/source_sha")
+. scripts/device_lib.sh
+device_env
 W=$OUT/suite; mkdir -p "$W"
 RUN=$AKA_CACHE_DIR/suite-run
-left() { echo $(( DEADLINE - ($(date +%s) - T0) )); }
 pack() {
   echo "total wall seconds: $(( $(date +%s) - T0 ))" | tee -a "$W/steps.txt"
   [[ -d $RUN ]] && rm -rf "$W/run" && cp -r "$RUN" "$W/run"
@@ -29,7 +26,6 @@ pack() {
   ls -la "$OUT"
 }
 trap pack EXIT
-. scripts/device_lib.sh
 device_provenance > "$W/provenance.txt" 2>&1
 impls=$W/best
 if [[ ${AKA_SUITE_PEER:-0} == 1 ]]; then liger_install "$W/provenance.txt" "$W/install.log"; impls="peer,$impls"; fi

@@ -15,11 +15,9 @@ T0=$(date +%s)
 DEADLINE=${AKA_DEADLINE_S:-560}
 OPS=${AKA_TP_OPS:-gemm_bf16 fused_moe fp8_block_scaled_gemm rms_norm}
 JOBS=${AKA_TP_JOBS:-4}
-export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True} PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-export AKA_CACHE_DIR=${AKA_CACHE_DIR:-/tmp/aka-cache} HF_HUB_OFFLINE=1
-[[ -s $AKA_CACHE_DIR/source_sha ]] && export AKA_GIT_SHA=$(cat "$AKA_CACHE_DIR/source_sha")
+. scripts/device_lib.sh
+device_env
 W=$OUT/tp; mkdir -p "$W/runs"
-left() { echo $(( DEADLINE - ($(date +%s) - T0) )); }
 pack() {
   echo "total wall seconds: $(( $(date +%s) - T0 ))" | tee -a "$W/steps.txt"
   python3 -m aka.cli bench peers "$W"/runs/*/ --out "$W/PEERS.md" > "$W/peers_table.log" 2>&1
@@ -27,7 +25,6 @@ pack() {
   ls -la "$OUT"
 }
 trap pack EXIT
-. scripts/device_lib.sh
 device_provenance > "$W/provenance.txt" 2>&1
 liger_install "$W/provenance.txt" "$W/install.log"
 

@@ -23,12 +23,9 @@ JOBS=${AKA_VT_JOBS:-4}
 TUNE_S=${AKA_VT_TUNE_S:-150}
 ROWOPS=${AKA_VT_ROWOPS:-fused_add_rms_norm,layer_norm,softmax,silu_and_mul,gelu_and_mul,qk_norm}
 PARTS=${AKA_VT_PARTS-moe_a moe_b moe_c moe_d paged mla prefill}
-export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True} PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-export AKA_CACHE_DIR=${AKA_CACHE_DIR:-/tmp/aka-cache} HF_HUB_OFFLINE=1
-mkdir -p "$AKA_CACHE_DIR"
-[[ -s $AKA_CACHE_DIR/source_sha ]] && export AKA_GIT_SHA=$(cat "$AKA_CACHE_DIR/source_sha")
+. scripts/device_lib.sh
+device_env
 W=$OUT/vt; mkdir -p "$W/runs"
-left() { echo $(( DEADLINE - ($(date +%s) - T0) )); }
 pack() {
   echo "total wall seconds: $(( $(date +%s) - T0 ))" | tee -a "$W/steps.txt"
   python3 -m aka.cli bench peers "$W"/runs/*/ --out "$W/PEERS.md" > "$W/peers_table.log" 2>&1
@@ -36,7 +33,6 @@ pack() {
   ls -la "$OUT"
 }
 trap pack EXIT
-. scripts/device_lib.sh
 device_provenance > "$W/provenance.txt" 2>&1
 liger_install "$W/provenance.txt" "$W/install.log"
 
