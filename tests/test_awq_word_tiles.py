@@ -60,10 +60,8 @@ def test_both_paths_match_the_reference_under_the_interpreter():
 
 
 def test_split_choice_fills_the_gpu_and_keeps_two_k_tiles_per_split():
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("_awq_wt_plain", KERNEL)
-    k = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(k)
+    from aka.evaluate.loader import import_file
+    k = import_file(KERNEL, "_awq_wt_plain")
     p = dict(k.AKA_PARAMS)
     # M 1, N 6144 at BN 128: 48 tiles; K 4096 in 32 tiles of 128 -> 8 splits (384 programs, 4 tiles each)
     assert k.splits(p, 48, 32) == 8

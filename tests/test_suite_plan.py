@@ -1,19 +1,16 @@
 """scripts/suite_plan.py: which kernel the whole-suite run gets per op, and the folder it writes."""
-import importlib.util
 import json
 import subprocess
 import sys
 
+from aka.evaluate.loader import import_file
 from aka.problem import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "scripts" / "suite_plan.py"
 
 
 def _mod():
-    spec = importlib.util.spec_from_file_location("_suite_plan", SCRIPT)
-    m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
-    return m
+    return import_file(SCRIPT, "_suite_plan")
 
 
 def test_override_then_kb_best_then_first_file_and_missing_files_fall_through():

@@ -1,21 +1,18 @@
 """scripts/gpu_tune_rowops.py on CPU: every kernel of an op, its parameter grid in order, checked
 against the reference (the interpreter's wall clock is no timing; the device run is the measurement)."""
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 
+from aka.evaluate.loader import import_file
 from aka.problem import REPO_ROOT
 
 TUNER = REPO_ROOT / "scripts" / "gpu_tune_rowops.py"
 
 
 def _tuner():
-    spec = importlib.util.spec_from_file_location("_tune_rowops", TUNER)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return import_file(TUNER, "_tune_rowops")
 
 
 def test_configs_start_at_the_default_and_stay_inside_the_declared_grid():
