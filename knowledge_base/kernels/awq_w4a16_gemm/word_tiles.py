@@ -46,8 +46,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-AKA_PARAMS = {"BM": 16, "BN": 128, "SPLIT_K": 0, "num_warps": 4, "num_stages": 4, "PREFILL_M": 256,
-              "P_BM": 128, "P_BN": 128, "P_BK": 64, "P_GROUP_M": 8, "P_warps": 8, "P_stages": 3}
+AKA_PARAMS = {"BM": 16, "BN": 128, "SPLIT_K": 0, "num_warps": 4, "num_stages": 4, "PREFILL_M": 256, "P_BM": 128, "P_BN": 128, "P_BK": 64, "P_GROUP_M": 8, "P_warps": 8, "P_stages": 3}
 
 TARGET_PROGRAMS = 264        # two programs per SM on the 132-SM H200
 MAX_SPLIT = 16
