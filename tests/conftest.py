@@ -4,7 +4,7 @@
 loadscope gives each test module (and each test class) whole to one worker, so module- and
 class-scoped work is done once: batches of evaluations prefetched in threads (test_adversarial,
 test_judge), the extracted Llama operators (test_convert_model), a built Chroma index (test_kb).
-test_kb_kernels deals every kb kernel (107 today) into four classes, so the heaviest file spreads over both
+test_kb_kernels deals every kb kernel into four classes, so the heaviest file spreads over both
 workers. (xdist's `loadgroup` would group by mark instead, but pytest-xdist 3.8 names the group by
 rewriting `item._nodeid`, which pytest 9 no longer reads: its groups are silently ignored.)
 
