@@ -1,0 +1,65 @@
+"""The device scripts on CPU, before they cost device time: an empty part list runs nothing (call
+3 of 2026-12-04 read AKA_VT_PARTS="" as unset and re-ran the default parts beside the adversarial
+suite, which cut both), every harness part names a kernel file and bench shapes that exist, and
+gpu_suite.sh runs and resumes (small shapes under the interpreter)."""
+import json
+import os
+import re
+import subprocess
+import tarfile
+
+from aka.problem import REPO_ROOT
+
+VT = REPO_ROOT / "scripts" / "gpu_verify_tables.sh"
+SUITE = REPO_ROOT / "scripts" / "gpu_suite.sh"
+
+
+def _env(tmp_path, **kw):
+    return dict(os.environ, AKA_CACHE_DIR=str(tmp_path / "cache"), OUT=str(tmp_path / "out"),
+                HF_HUB_OFFLINE="1", **kw)
+
+
+def _members(tgz):
+    with tarfile.open(tgz) as t:
+        return t.getnames()
+
+
+def test_empty_part_list_runs_no_harness_part(tmp_path):
+    r = subprocess.run(["bash", str(VT)], cwd=REPO_ROOT, env=_env(tmp_path, AKA_VT_TUNE_S="0", AKA_VT_PARTS=""),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    names = _members(tmp_path / "out" / "vt.tgz")
+    assert "vt/steps.txt" in names and not any(n.startswith("vt/runs/") and n != "vt/runs" for n in names)
+    assert not any(n.startswith("vt/c_") for n in names)        # no candidate folder: no part started
+
+
+def test_every_part_names_an_existing_kernel_and_bench_shapes():
+    text = VT.read_text()
+    parts = re.findall(r'^\s*\[(\w+)\]="(\S+) (\S+) (\S+) (\S+)"', text, re.M)
+    assert len(parts) >= 10
+    for name, op, kernels, peer, shapes in parts:
+        for k in kernels.split(","):
+            assert (REPO_ROOT / "knowledge_base" / "kernels" / op / f"{k}.py").is_file(), (name, op, k)
+        assert peer in ("peer", "-"), name
+        meta = json.loads((REPO_ROOT / "bench" / "ops" / op / "meta.json").read_text())
+        assert (meta.get("peer") is not None) == (peer == "peer"), (name, "peer column disagrees with meta.json")
+        if shapes != "all":
+            known = set(json.loads((REPO_ROOT / "bench" / "ops" / op / "shapes.json").read_text()))
+            assert set(shapes.split(",")) <= known, (name, shapes)
+
+
+def test_suite_script_runs_then_resumes_from_its_cache(tmp_path):
+    env = _env(tmp_path, AKA_SUITE_OPS="rms_norm,awq_w4a16_gemm", AKA_SUITE_SHAPES="small")
+    first = subprocess.run(["bash", str(SUITE)], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-2000:]
+    recs = [json.loads(x) for x in (tmp_path / "cache" / "suite-run" / "records.jsonl").read_text().splitlines()]
+    assert {r["op"] for r in recs} == {"rms_norm", "awq_w4a16_gemm"} and all(r["correct"] for r in recs)
+    assert {r["candidate"] for r in recs} == {"rowwise", "word_tiles"}      # kb best's and the override
+    assert "suite/run/records.jsonl" in _members(tmp_path / "out" / "suite.tgz")
+    again = subprocess.run(["bash", str(SUITE)], cwd=REPO_ROOT, env=dict(env, OUT=str(tmp_path / "out2")),
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    with tarfile.open(tmp_path / "out2" / "suite.tgz") as t:
+        log = t.extractfile("suite/run.log").read().decode()
+    assert log.count("all recorded before") == 2, log[-1000:]     # both ops resumed, nothing re-measured
+    assert len((tmp_path / "cache" / "suite-run" / "records.jsonl").read_text().splitlines()) == len(recs)
