@@ -28,6 +28,8 @@ def register(sub) -> None:
     rn.add_argument("--weights", default=None)
     rn.add_argument("--timeout", type=float, default=1800.0, help="per-op evaluation timeout, seconds")
     rn.add_argument("--jobs", type=int, default=1, help="GPU: ops evaluated at once; their timed rounds take turns under the GPU lock")
+    rn.add_argument("--gpus", default=None,
+                    help="GPU: spread the ops over these GPU ids (comma list, or 'all' visible), --jobs on each")
     rn.add_argument("--no-beside", action="store_true",
                     help="time candidates without eager and torch.compile beside them (the peer still is, "
                          "when --impl names it)")
@@ -123,7 +125,7 @@ def cmd_run(args) -> int:
     out = Path(args.out or f"runs/bench-{_dt.datetime.now():%Y%m%d-%H%M%S}")
     opts = RunOptions(impls=[i.strip() for i in args.impl.split(",") if i.strip()], out=out,
                       device=args.device, shapes=args.shapes, timeout_s=args.timeout, jobs=args.jobs,
-                      beside=not args.no_beside)
+                      beside=not args.no_beside, gpus=_gpu_list(args.gpus))
     cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             TextColumn("eta"), TimeRemainingColumn())
     with Progress(*cols) as prog:
@@ -187,3 +189,20 @@ def cmd_weigh(args) -> int:
     for op, v in top:
         print(f"  {op:28s} {v:.4f}")
     return 0
+
+
+def _gpu_list(spec: str | None) -> list[str] | None:
+    """--gpus: None (as visible, one device), 'all' (every GPU this host shows) or a comma list."""
+    from aka.errors import UserError
+    if not spec:
+        return None
+    if spec == "all":
+        from aka.executors import detect_gpus
+        gpus = detect_gpus()
+        if not gpus:
+            raise UserError("--gpus all: no GPU is visible")
+        return gpus
+    gpus = [g.strip() for g in spec.split(",") if g.strip()]
+    if not gpus or not all(g.isdigit() for g in gpus) or len(set(gpus)) != len(gpus):
+        raise UserError(f"--gpus takes 'all' or distinct GPU ids like 0,1 (got {spec!r})")
+    return gpus

@@ -6,10 +6,15 @@ timed; ops without one get no peer records), or a directory of candidates, one p
 (`DIR/<op>.py`, or `DIR/<op>/best.py`, or the first `DIR/<op>/*.py`). With `peer` named, every
 candidate is timed beside the peer in the same rounds too (`peer_us`, `speedup_peer`). Records are appended to `records.jsonl` as each op finishes, so an
 interrupted run resumes where it stopped: (impl, op, shape, device) already present are skipped,
-except records that failed for want of GPU memory, which are measured again.
+except records that failed for want of GPU memory, which are measured again. `gpus` spreads the
+tasks over several GPUs of the host, `jobs` at a time on each: every evaluation's judge and runner
+see only their GPU (CUDA_VISIBLE_DEVICES), the GPU lock is per physical GPU, and each record says
+which GPU timed it (`gpu_index`).
 """
 from __future__ import annotations
 
+import contextlib
+import copy
 import datetime as _dt
 import json
 import threading
@@ -34,6 +39,7 @@ class RunOptions:
     timeout_s: float = 1800.0
     jobs: int = 1              # GPU: ops evaluated at once (their timings still take turns)
     beside: bool = True        # candidates timed beside eager and torch.compile (False: only the peer, if named)
+    gpus: list[str] | None = None  # GPU ids to spread the tasks over, `jobs` at a time on each (None: as visible)
 
 
 def candidate_for(impl_dir: Path, op: str) -> Path | None:
@@ -188,6 +194,11 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
             from aka.problem import ProblemError
             raise ProblemError(f"implementation {d} is neither 'reference', 'compile', 'peer' nor a directory")
     lock = threading.Lock()
+    gpus = list(opts.gpus or []) if device.startswith("cuda") else []
+    if gpus:
+        meta["gpus"] = seg["gpus"] = gpus
+        meta_path.write_text(json.dumps(meta, indent=2))
+    slots = GpuSlots(gpus, opts.jobs)
 
     t_run = time.time()
     finished = [0]
@@ -214,9 +225,18 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
         st = state[problem.name]
         with lock:
             st["t0"] = st["t0"] or time.time()
+        with slots.take() as gid:
+            rows = run_task(problem, kind, arg, st, gid)
+        with lock:
+            _write(sink, rows)
+            st["tasks"] -= 1
+            if st["tasks"] == 0:
+                op_done(problem, st)
+
+    def run_task(problem, kind: str, arg, st, gid: str | None) -> list[dict]:
         if kind == "baselines":
             _step(progress, f"{problem.name}: baselines" + (f" ({len(arg)} shapes)" if st["tasks"] > 1 else ""))
-            res = evaluate_baselines(problem, shapes=arg, config=base_cfg)
+            res = evaluate_baselines(problem, shapes=arg, config=pinned(base_cfg, gid))
             rows = [r for impl in want_base if impl != "peer" or has_peer(problem)
                     for r in _rows(res, impl, problem, suite, which=impl)]
             st["waits"].append(("baselines", res))
@@ -231,14 +251,13 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
                 from aka.evaluate.result import ShapeResult
                 res.shapes = [ShapeResult(id=s.id, label=s.label()) for s in problem.select(shapes_of(problem))]
             else:
-                res = evaluate(problem, cand, shapes=shapes_of(problem), config=cfg)
+                res = evaluate(problem, cand, shapes=shapes_of(problem), config=pinned(cfg, gid))
                 st["waits"].append((impl, res))
             rows = _rows(res, impl, problem, suite)
-        with lock:
-            _write(sink, rows)
-            st["tasks"] -= 1
-            if st["tasks"] == 0:
-                op_done(problem, st)
+        if gid is not None:  # which GPU of the host timed it: per-GPU timings can be compared
+            for r in rows:
+                r["gpu_index"] = gid
+        return rows
 
     def save_wall() -> None:
         """The segment's wall time so far, written after every op and every 15 s (under the lock):
@@ -280,13 +299,15 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
             for problem in suite.problems:
                 if state[problem.name]["tasks"] == 0:
                     op_done(problem, state[problem.name])
-        if opts.jobs > 1:
+        if slots.size > 1:
             # Several ops at once: their compilation, input generation and checks overlap, their
-            # timed rounds take turns under the harness's GPU lock (aka/evaluate/gpulock.py).
+            # timed rounds take turns under the harness's GPU lock (aka/evaluate/gpulock.py), one
+            # lock per physical GPU when --gpus spreads them over several.
             from concurrent.futures import ThreadPoolExecutor
-            _step(progress, f"{len(suite.problems)} ops, {opts.jobs} at a time (timings take turns)")
+            on = f" on each of GPUs {','.join(gpus)}" if gpus else ""
+            _step(progress, f"{len(suite.problems)} ops, {opts.jobs} at a time{on} (timings take turns)")
             from concurrent.futures import FIRST_EXCEPTION, wait
-            with ThreadPoolExecutor(opts.jobs) as pool:
+            with ThreadPoolExecutor(slots.size) as pool:
                 pending = {pool.submit(task, p, kind, arg, sink) for p, kind, arg in tasks}
                 while pending:
                     finished_now, pending = wait(pending, timeout=15, return_when=FIRST_EXCEPTION)
@@ -303,6 +324,44 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
                records_after=len(load_records(opts.out)))
     meta_path.write_text(json.dumps(meta, indent=2))
     return _records_path(opts.out)
+
+
+class GpuSlots:
+    """`per_gpu` task slots on each of `gpus` (none: `per_gpu` slots on whatever GPU is visible).
+    `take()` hands out the GPU with the most free slots, so tasks spread over the GPUs before they
+    double up on one."""
+
+    def __init__(self, gpus: list[str], per_gpu: int):
+        self.gpus, self.per_gpu = list(gpus), max(1, per_gpu)
+        self.size = self.per_gpu * max(1, len(self.gpus))
+        self._free = {g: self.per_gpu for g in self.gpus}
+        self._cv = threading.Condition()
+
+    @contextlib.contextmanager
+    def take(self):
+        if not self.gpus:
+            yield None
+            return
+        with self._cv:
+            while not any(self._free.values()):
+                self._cv.wait()
+            gid = max(self.gpus, key=lambda g: (self._free[g], -self.gpus.index(g)))
+            self._free[gid] -= 1
+        try:
+            yield gid
+        finally:
+            with self._cv:
+                self._free[gid] += 1
+                self._cv.notify()
+
+
+def pinned(cfg: EvalConfig, gid: str | None) -> EvalConfig:
+    """The evaluation's config with its judge and runner pinned to GPU `gid` (unchanged for None)."""
+    if gid is None:
+        return cfg
+    c = copy.deepcopy(cfg)
+    c.sandbox.visible_devices = gid
+    return c
 
 
 def _write(sink, rows: list[dict]) -> None:

@@ -90,6 +90,7 @@ class SandboxConfig:
     idle_timeout_s: float = 180.0  # no progress message for this long: hung kernel or loop
     gpu_wait_max_s: float = 3600.0  # waiting for the GPU (gpulock.py) not charged, up to this
     keep_dir: bool = False         # keep the temporary directory (debugging)
+    visible_devices: str | None = None  # GPU: CUDA_VISIBLE_DEVICES of the judge and runner (None: inherited)
 
 
 def scrubbed_env(extra: dict | None = None) -> dict:
@@ -162,6 +163,8 @@ def run_worker(spec, candidate_source: str, problem_files: list[Path],
         if spec.device == "cpu":
             extra["TRITON_INTERPRET"] = "1"
             extra["CUDA_VISIBLE_DEVICES"] = ""
+        elif cfg.visible_devices is not None:  # one GPU of several (aka bench run --gpus): it is cuda:0 inside
+            extra["CUDA_VISIBLE_DEVICES"] = cfg.visible_devices
         r, w = os.pipe()
         out_f, err_f = open(tmp / "stdout.txt", "wb"), open(tmp / "stderr.txt", "wb")
         proc = subprocess.Popen(
