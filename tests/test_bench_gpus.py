@@ -98,3 +98,41 @@ def test_the_judge_is_started_on_its_gpu(monkeypatch, tmp_path):
     with pytest.raises(Stop):
         sb.run_worker(Spec(), "x = 1\n", [], sb.SandboxConfig(visible_devices="1"))
     assert seen["env"]["CUDA_VISIBLE_DEVICES"] == "1"
+
+
+def test_scaling_report_from_a_one_gpu_and_a_two_gpu_run(tmp_path, monkeypatch):
+    import json
+    import subprocess
+    import sys
+    ops = ["vec_add", "matmul", "rms_norm", "softmax_rows"]
+    _run(tmp_path / "one", monkeypatch, ["0"], 1, ops)
+    _run(tmp_path / "two", monkeypatch, ["0", "1"], 1, ops)
+    one, two = tmp_path / "one" / "run", tmp_path / "two" / "run"
+    for d, wall in ((one, 100.0), (two, 60.0)):         # set the walls: the fake evaluations take ~no time
+        meta = json.loads((d / "run.json").read_text())
+        meta["segments"][-1]["wall_s"] = wall
+        (d / "run.json").write_text(json.dumps(meta))
+    rows = [json.loads(x) for x in (two / "records.jsonl").read_text().splitlines()]
+    for r in rows:                                       # GPU 1 reads 2% slower, one shape 20%
+        if r["gpu_index"] == "1":
+            r["time_us"] = 10.2
+    rows[-1]["time_us"], rows[-1]["gpu_index"] = 12.0, "1"
+    (two / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    lib1, lib2 = tmp_path / "lib1", tmp_path / "lib2"
+    for lib, jobs in ((lib1, [("a", "00:00:10", 10, "0"), ("b", "00:00:20", 10, "0")]),
+                      (lib2, [("a", "00:00:10", 10, "0"), ("b", "00:00:10", 10, "1")])):
+        lib.mkdir()
+        (lib / "batch.jsonl").write_text("".join(json.dumps({"id": i, "at": f"2026-12-04T{t}+00:00", "wall_s": w,
+                                                             "worker": f"h/1/cuda={g}"}) + "\n"
+                                                 for i, t, w, g in jobs))
+    out = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "scaling_report.py"), "--bench", str(one),
+                          str(two), "--convert", str(lib1), str(lib2)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    t = out.stdout
+    assert "| aka bench run | 2 (0,1) | 60 | 4 | 240 | 0.83 |" in t       # 100 / (2 x 60)
+    assert "| aka convert | 2 (0,1) | 10 | 2 | 720 | 1.00 |" in t          # 20 s of jobs in 10 s on two GPUs
+    gpu1 = next(line for line in t.splitlines() if line.startswith("| 1 |"))
+    cells = [c.strip() for c in gpu1.strip("|").split("|")]
+    n1 = sum(r["gpu_index"] == "1" for r in rows)
+    assert cells[1] == str(n1) and cells[4].startswith("1.200 (")     # every case of GPU 1, the worst named
+    assert cells[3] == f"{(n1 - 1) / n1:.0%}"                           # all but the 20% case within 5%

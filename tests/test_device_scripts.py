@@ -63,3 +63,16 @@ def test_suite_script_runs_then_resumes_from_its_cache(tmp_path):
         log = t.extractfile("suite/run.log").read().decode()
     assert log.count("all recorded before") == 2, log[-1000:]     # both ops resumed, nothing re-measured
     assert len((tmp_path / "cache" / "suite-run" / "records.jsonl").read_text().splitlines()) == len(recs)
+
+
+def test_scaling_script_runs_all_four_parts_and_reports(tmp_path):
+    env = _env(tmp_path, AKA_SC_DEVICE="cpu", AKA_SC_OPS="rms_norm,silu_and_mul", AKA_SC_ITERS="1")
+    r = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "gpu_scaling.sh")], cwd=REPO_ROOT, env=env,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    with tarfile.open(tmp_path / "out" / "scaling.tgz") as t:
+        report = t.extractfile("scaling/SCALING.md").read().decode()
+        steps = t.extractfile("scaling/steps.txt").read().decode()
+    assert all(f"[{p} rc=0" in steps for p in ("bench1", "benchN", "convert1", "convertN")), steps
+    assert report.count("| aka bench run |") == 2 and report.count("| aka convert |") == 2
+    assert (tmp_path / "cache" / "scaling" / "convertN" / "batch.jsonl").is_file()   # resumable: kept in the cache
