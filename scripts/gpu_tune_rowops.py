@@ -30,7 +30,6 @@ import itertools
 import json
 import math
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -65,7 +64,8 @@ class Timer:
     after an L2 flush when one set is already 3x the L2."""
 
     def __init__(self, torch, device: str):
-        self.torch, self.device = torch, device
+        from aka.evaluate.timing import HEAD_START_CYCLES   # after main() has set TRITON_INTERPRET on a CPU
+        self.torch, self.device, self.head_start = torch, device, HEAD_START_CYCLES
         if device == "cuda":
             self.l2 = torch.cuda.get_device_properties(0).L2_cache_size
             self.flush = torch.empty(2 * self.l2 // 4 + 1, dtype=torch.float32, device="cuda")
@@ -86,9 +86,9 @@ class Timer:
             for _ in range(3):
                 fn(sets[0])
             for _ in range(25):
-                # a head start, so the host's launch of fn (Liger's Python wrapper is slower than a
-                # Triton launch) is hidden, as the harness hides it; then the L2 flush
-                torch.cuda._sleep(1_000_000)
+                # the harness's head start, so the host's launch of fn (Liger's Python wrapper is
+                # slower than a Triton launch) is hidden as the harness hides it; then the L2 flush
+                torch.cuda._sleep(self.head_start)
                 self.flush.zero_()
                 a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 a.record()
@@ -122,20 +122,11 @@ class Timer:
 
 
 def _provenance(torch, triton, device: str) -> dict:
-    sha = os.environ.get("AKA_GIT_SHA")
-    if not sha:
-        try:
-            sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
-                                 text=True, timeout=10).stdout.strip() or "unknown"
-        except Exception:
-            sha = "unknown"
-    try:
-        from importlib.metadata import version
-        liger = version("liger-kernel")
-    except Exception:
-        liger = None
+    from aka.evaluate.api import git_sha          # AKA_GIT_SHA on the device, else this checkout's HEAD
+    from aka.peers import library_version
     return {"device": device, "gpu": torch.cuda.get_device_name(0) if device == "cuda" else "cpu (interpreter)",
-            "torch": torch.__version__, "triton": triton.__version__, "liger_kernel": liger, "git_sha": sha,
+            "torch": torch.__version__, "triton": triton.__version__,
+            "liger_kernel": library_version("liger_kernel"), "git_sha": git_sha() or "unknown",
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 

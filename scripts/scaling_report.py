@@ -3,7 +3,7 @@
     python scripts/scaling_report.py [--bench RUN_1 RUN_N] [--convert LIB_1 LIB_N] [--noise 0.05] [--out F.md]
 
 --bench: two `aka bench run` directories over the same implementations, ops and shapes, the first
-with `--gpus 0`, the second with `--gpus all` (run.json names the GPUs). --convert: two `aka convert`
+with `--gpus 0`, the second with `--gpus all` (run.json's invocation segments name the GPUs). --convert: two `aka convert`
 libraries of the same suite, `gpus=0` and all GPUs (their batch.jsonl: every job's wall time,
 finish time and worker). For each pair: wall time (bench: the run's invocation segments; convert:
 the union of the jobs' start-to-end intervals, so time between device calls is not counted), evaluations (bench: (impl, op) evaluations; convert: jobs) per
@@ -28,7 +28,9 @@ def bench_run(d: Path) -> dict:
     rows = [json.loads(x) for x in (d / "records.jsonl").read_text().splitlines() if x.strip()]
     wall = sum(s.get("wall_s") or 0.0 for s in meta.get("segments", []))
     evals = {(r["impl"], r["op"]) for r in rows}
-    gpus = meta.get("gpus") or sorted({str(r["gpu_index"]) for r in rows if r.get("gpu_index") is not None}) or ["?"]
+    used = [s["gpus"] for s in meta.get("segments", []) if s.get("gpus")]   # each invocation's --gpus
+    gpus = (used[-1] if used else None) or sorted({str(r["gpu_index"]) for r in rows
+                                                   if r.get("gpu_index") is not None}) or ["?"]
     return {"dir": str(d), "wall_s": wall, "evals": len(evals), "cases": len(rows), "gpus": gpus, "rows": rows,
             "gpu": next((r.get("gpu") for r in rows if r.get("gpu")), None)}
 

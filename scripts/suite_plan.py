@@ -22,18 +22,17 @@ sys.path.insert(0, str(ROOT))
 
 
 def plan(ops: list[str], overrides: dict, best: dict) -> dict:
+    """Per op the override when its file exists, else peer_plan's choice (kb best, else the first file)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from peer_plan import kernel_choice
     out = {}
     for op in ops:
-        kdir = ROOT / "knowledge_base" / "kernels" / op
         o = overrides.get(op)
-        if o and (kdir / f"{o['kernel']}.py").is_file():
+        if o and (ROOT / "knowledge_base" / "kernels" / op / f"{o['kernel']}.py").is_file():
             out[op] = {"kernel": o["kernel"], "why": o["why"]}
-        elif op in best and (kdir / f"{best[op]}.py").is_file():
-            out[op] = {"kernel": best[op], "why": "aka kb best (current H200 results)"}
         else:
-            files = sorted(kdir.glob("*.py")) if kdir.is_dir() else []
-            out[op] = ({"kernel": files[0].stem, "why": "first kernel file: no H200 result ranks the op's kernels"}
-                       if files else {"kernel": None, "why": "no kernel in the knowledge base"})
+            path, why = kernel_choice(op, best)
+            out[op] = {"kernel": path.stem if path else None, "why": why}
     return out
 
 

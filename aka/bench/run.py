@@ -176,7 +176,10 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
         segments = json.loads(meta_path.read_text()).get("segments", []) if meta_path.exists() else []
     except json.JSONDecodeError:
         segments = []
+    gpus = list(opts.gpus or []) if device.startswith("cuda") else []
     seg = {"started": time.time(), "jobs": opts.jobs, "git_sha": git_sha(), "records_before": len(done)}
+    if gpus:
+        seg["gpus"] = gpus
     meta = {"suite": str(suite.root), "impls": opts.impls, "device": device, "shapes": shapes or "all",
             "weights_source": suite.weights_source, "git_sha": seg["git_sha"], "started": seg["started"],
             "jobs": opts.jobs, "segments": segments + [seg]}
@@ -194,10 +197,6 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
             from aka.problem import ProblemError
             raise ProblemError(f"implementation {d} is neither 'reference', 'compile', 'peer' nor a directory")
     lock = threading.Lock()
-    gpus = list(opts.gpus or []) if device.startswith("cuda") else []
-    if gpus:
-        meta["gpus"] = seg["gpus"] = gpus
-        meta_path.write_text(json.dumps(meta, indent=2))
     slots = GpuSlots(gpus, opts.jobs)
 
     t_run = time.time()
