@@ -170,3 +170,42 @@ def test_report_rescored_with_a_weights_file_and_large_shapes_apart(tmp_path, ca
     w.write_text(json.dumps({"weights": {"a": 1.0}}))
     assert main(["bench", "report", str(run), "--weights", str(w)]) == 2
     assert "no weight for b" in capsys.readouterr().err
+
+
+def test_split_op_candidate_runs_in_chunks_and_resumes_only_missing_shapes(tmp_path, monkeypatch):
+    """A candidate of a `bench.split` op is evaluated in chunks of its shapes too: a device call's
+    deadline that cuts one chunk keeps the others' records, and the resumed run evaluates only the
+    shapes still missing (not the op's whole shape list again)."""
+    import aka.bench.run as run_mod
+    from aka.bench.run import RunOptions, run_bench
+    from aka.bench.suite import load_suite
+    from aka.evaluate.result import EvalResult, ShapeResult
+    calls = []
+
+    def fake(problem, cand=None, shapes=None, config=None):
+        ids = [s.id for s in problem.select(shapes)]
+        calls.append((problem.name, ids))
+        return EvalResult(status="pass", reason="ok", problem=problem.name, device="cuda",
+                          shapes=[ShapeResult(id=i, label=i, correct=True, time_us=1.0) for i in ids])
+
+    monkeypatch.setattr(run_mod, "resolve_device", lambda d: "cuda")
+    monkeypatch.setattr(run_mod, "evaluate", fake)
+    cands = tmp_path / "best"
+    for op in ("fused_moe", "rms_norm"):
+        (cands / op).mkdir(parents=True)
+        (cands / op / "best.py").write_text("# a candidate\n")
+    suite = load_suite(ops=["rms_norm", "fused_moe"])
+    moe = next(p for p in suite.problems if p.name == "fused_moe")
+    k, n = moe.meta["bench"]["split"], len(moe.shapes)
+    out = tmp_path / "run"
+    run_bench(suite, RunOptions(impls=[str(cands)], out=out, jobs=1, beside=False))
+    assert [c[0] for c in calls] == ["fused_moe"] * k + ["rms_norm"]
+    assert sorted(s for c in calls[:k] for s in c[1]) == sorted(moe.shapes) and all(len(c[1]) < n for c in calls[:k])
+    lines = (out / "records.jsonl").read_text().splitlines()
+    lost = sorted(moe.shapes)[:2]
+    (out / "records.jsonl").write_text("\n".join(ln for ln in lines if not (
+        json.loads(ln)["op"] == "fused_moe" and json.loads(ln)["shape"] in lost)) + "\n")
+    calls.clear()
+    run_bench(suite, RunOptions(impls=[str(cands)], out=out, jobs=1, beside=False))
+    assert sorted(s for c in calls for s in c[1]) == sorted(lost) and {c[0] for c in calls} == {"fused_moe"}
+    assert len(load_records(out)) == len(lines)

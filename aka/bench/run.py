@@ -206,17 +206,21 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
         # External problems (Atrex-Bench, KernelBench) carry no CPU-sized set: use their shapes.
         return None if (shapes == "small" and not problem.small_shapes) else shapes
 
-    def baseline_chunks(problem) -> list[list[str]]:
-        """The shapes still to baseline, in `bench.split` chunks (meta.json) that run as separate
-        jobs: an op whose torch.compile takes minutes per shape (fused_moe unrolls its expert
-        loop) would otherwise be one job longer than the rest of the suite."""
-        wanted = [i for i in want_base if i != "peer" or has_peer(problem)]
-        if not wanted:
+    def chunks(problem, impls: list[str]) -> list[list[str]]:
+        """The shapes some of `impls` still lack, in `bench.split` chunks (meta.json) that run as
+        separate jobs: an op whose torch.compile takes minutes per shape (fused_moe unrolls its
+        expert loop), or whose candidate's correctness rounds do, would otherwise be one job
+        longer than the rest of the suite, and one a deadline cuts off would record nothing, so
+        a resumed run would start it over again."""
+        if not impls:
             return []
         missing = [s.id for s in problem.select(shapes_of(problem))
-                   if not all((i, problem.name, s.id, device) in done for i in wanted)]
+                   if not all((i, problem.name, s.id, device) in done for i in impls)]
         k = max(1, min(int((problem.meta.get("bench") or {}).get("split", 1)), len(missing)))
         return [missing[i::k] for i in range(k)] if missing else []
+
+    def baseline_chunks(problem) -> list[list[str]]:
+        return chunks(problem, [i for i in want_base if i != "peer" or has_peer(problem)])
 
     state: dict[str, dict] = {}  # op -> tasks left, start time, results (for the op's log line)
 
@@ -240,17 +244,17 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
                     for r in _rows(res, impl, problem, suite, which=impl)]
             st["waits"].append(("baselines", res))
         else:
-            d = arg
+            d, ids = arg
             impl = d.name
-            _step(progress, f"{problem.name}: {impl}")
+            _step(progress, f"{problem.name}: {impl}" + (f" ({len(ids)} shapes)" if st["tasks"] > 1 else ""))
             cand = candidate_for(d, problem.name)
             if cand is None:
                 res = EvalResult(status="rejected", reason=f"no candidate for {problem.name} in {d}",
                                  problem=problem.name, device=device)
                 from aka.evaluate.result import ShapeResult
-                res.shapes = [ShapeResult(id=s.id, label=s.label()) for s in problem.select(shapes_of(problem))]
+                res.shapes = [ShapeResult(id=s.id, label=s.label()) for s in problem.select(ids)]
             else:
-                res = evaluate(problem, cand, shapes=shapes_of(problem), config=pinned(cfg, gid))
+                res = evaluate(problem, cand, shapes=ids, config=pinned(cfg, gid))
                 st["waits"].append((impl, res))
             rows = _rows(res, impl, problem, suite)
         if gid is not None:  # which GPU of the host timed it: per-GPU timings can be compared
@@ -284,13 +288,13 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
     # still missing records. Ops split into chunks start first, so their long jobs overlap the rest.
     tasks, first, rest = [], [], []
     for problem in suite.problems:
-        chunks = baseline_chunks(problem)
-        ts = [(problem, "baselines", c) for c in chunks]
-        selected = [s.id for s in problem.select(shapes_of(problem))]
-        ts += [(problem, "candidate", d) for d in cand_dirs
-               if not all((d.name, problem.name, sid, device) in done for sid in selected)]
+        base = baseline_chunks(problem)
+        ts = [(problem, "baselines", c) for c in base]
+        cand = [(problem, "candidate", (d, c)) for d in cand_dirs for c in chunks(problem, [d.name])]
+        ts += cand
         state[problem.name] = {"tasks": len(ts), "t0": None, "waits": []}
-        (first if len(chunks) > 1 else rest).append((problem, ts))
+        split = len(base) > 1 or len(cand) > len(cand_dirs)
+        (first if split else rest).append((problem, ts))
     for problem, ts in first + rest:
         tasks += ts
     with open(_records_path(opts.out), "a") as sink:
