@@ -1,7 +1,8 @@
 """Tune the three attention dispatch kernels per bench shape, in one process, within a deadline.
 
     python scripts/gpu_tune_attn.py OUTDIR [--deadline 140] [--ops prefill_attention,...]
-                                    [--shapes all|small] [--device cuda|cpu]
+                                    [--shapes all|small|0,3,...] [--device cuda|cpu]
+                                    [--kernels split_dispatch,column_split]
 
 For every shape of prefill_attention, paged_decode_attention and mla_decode_attention it builds
 fresh random inputs (bench/ops/<op>/input.py), computes the reference once, then runs a pruned
@@ -11,6 +12,13 @@ each correct one timed by CUDA graph replay (`triton.testing.do_bench_cudagraph`
 L2, as the peer anchors were). Beside it: SDPA one call per sequence (flash, enable_gqa) for
 prefill, and for every op the roofline SOL from its meta cost with the copy bandwidth and bf16
 matmul rate measured at start. `ratio` is peer_us / us for prefill and sol_us / us for decode.
+
+--kernels picks which kernels of each op are tuned (default: the op's dispatch kernel, KERNELS;
+`all` adds OTHER_KERNELS): the grids of several kernels of one op are interleaved rank by rank so
+the deadline cuts them alike. Only the dispatch kernel's records go to `records` / `best` (what
+bake_dispatch_attn.py bakes into that kernel's table); another kernel's go to `other_records` /
+`other_best[op][kernel]` (its config keys are not the dispatch kernel's), each record naming its
+`kernel`, and the table prints them beside the dispatch kernel's per shape.
 
 OUTDIR/tune_attn.json is rewritten after every measurement (so a crash or the deadline leaves
 everything measured so far); the table of the best config per shape is printed last.
@@ -34,6 +42,9 @@ sys.path.insert(0, str(ROOT))
 
 KERNELS = {"prefill_attention": "flash_dispatch", "paged_decode_attention": "split_dispatch",
            "mla_decode_attention": "split_dispatch"}
+# Kernels that may be tuned beside the dispatch kernel (--kernels), with their own grids; their
+# winners are reported, never baked (bake_dispatch_attn.py writes KERNELS[op]'s table only).
+OTHER_KERNELS = {"mla_decode_attention": ("column_split",)}
 BUDGET_SHARE = {"prefill_attention": 0.45, "paged_decode_attention": 0.25, "mla_decode_attention": 0.30}
 
 
@@ -41,9 +52,14 @@ def _cfgs(keys, rows):
     return [dict(zip(keys, r)) for r in rows]
 
 
-def grid(op: str, kw: dict) -> list[dict]:
+def grid(op: str, kw: dict, kernel: str | None = None) -> list[dict]:
     """Configs to try for one shape, most promising first (the deadline cuts the tail). Pruned
-    for ~1 s of compile per new config on the H200: few distinct compile-time tuples per op."""
+    for ~1 s of compile per new config on the H200: few distinct compile-time tuples per op.
+    `kernel`: the op's dispatch kernel (None) or one of OTHER_KERNELS[op]."""
+    if kernel not in (None, KERNELS.get(op)):
+        if (op, kernel) == ("mla_decode_attention", "column_split"):
+            return _grid_mla_column_split(kw)
+        raise ValueError(f"no grid for {op}/{kernel}")
     if op == "prefill_attention":
         keys = ("BM", "BN", "PACK", "TMA", "num_warps", "num_stages")
         # Offline sm_90a compiles (ptxas, triton 3.6): D 128 BM 128 BN 32 at 4 warps spills, D 256
@@ -76,6 +92,41 @@ def grid(op: str, kw: dict) -> list[dict]:
         out += [mk(k, 0, 2) for k in kern]
         return out
     raise ValueError(op)
+
+
+def _grid_mla_column_split(kw: dict) -> list[dict]:
+    """column_split's grid (knowledge_base/kernels/mla_decode_attention/column_split.py), from
+    offline sm_90a compiles (ptxas, triton 3.6, split / direct path; none spills):
+      BH 64  BN 16 NS 2, 4 warps, 2 stages: 207 / 219 registers, 110,592 B shared: 2 CTAs per SM
+      BH 64  BN 32 NS 2, 4 warps, 1 stage:  244 / 253 registers, 106,496 B: 2 CTAs (no cp.async)
+      BH 64  BN 16 NS 2, 4 warps, 3 / 1:    216-235 registers, 110,720 / 90,112 B: 2 CTAs
+      BH 128 BN 16 NS 2, 8 warps, 2 stages: 211 / 198 registers, 184,320 B: 1 CTA, no duplicated QK
+      BH 128 BN 32 NS 2, 8 warps, 1 stage:  215 / 243 registers, 180,224 B: 1 CTA
+      BH 64  BN 32 NS 2, 4 warps, 2 stages: 254 / 253 registers, 147,456 B: 1 CTA (larger QK N)
+    Left out: BH 64 BN 64 NS 2 on 4 warps (248 B spilled), BH 64 NS 1 on 4 warps (2,704 B), BH 64
+    on 8 or 16 warps (Triton's chained-dot layout [num_warps, 1] computes the score tile once per
+    warpgroup: 2-4x the QK work). Below 64 heads (memory-bound) the mma.sync tiles
+    BH 16 NS 1 (214 registers, 56 KB: 2 CTAs), BH 16 NS 2 (160: 3 CTAs), BH 32 NS 2 (191, 74 KB: 2)."""
+    keys = ("BH", "BN", "NS", "num_warps", "num_stages")
+    if kw["num_heads"] >= 64:
+        kern = [(64, 16, 2, 4, 2), (64, 32, 2, 4, 1), (128, 16, 2, 8, 2), (64, 16, 2, 4, 3),
+                (64, 16, 2, 4, 1), (128, 32, 2, 8, 1), (64, 32, 2, 4, 2)]
+    else:
+        kern = [(16, 32, 1, 4, 2), (16, 32, 2, 4, 2), (32, 32, 2, 4, 2)]
+    # WAVES 2 fills two CTAs per SM once; split lengths are runtime values (no extra compiles)
+    mk = lambda k, s, w: {**dict(zip(keys, k)), "SPLIT_TOKENS": s, "WAVES": w}
+    out = [mk(k, 0, 2) for k in kern]
+    out += [mk(k, 0, w) for w in (1, 4) for k in kern[:3]]
+    out += [mk(k, s, 1) for s in (512, 1024) for k in kern[:2]]
+    return out
+
+
+def _interleave(lists: list[list]) -> list:
+    """Rank 0 of every list, then rank 1, ... (several kernels' grids, cut alike by a deadline)."""
+    out = []
+    for i in range(max((len(x) for x in lists), default=0)):
+        out += [x[i] for x in lists if i < len(x)]
+    return out
 
 
 def _load(path: Path, name: str):
@@ -164,17 +215,21 @@ def _sdpa_peer(torch, inputs: dict, scale: float):
 
 
 class Tuner:
-    def __init__(self, out_dir: Path, device: str, deadline_s: float, max_configs: int = 0):
+    def __init__(self, out_dir: Path, device: str, deadline_s: float, max_configs: int = 0,
+                 kernels: dict[str, list[str]] | None = None):
         import torch
         import triton
         if device == "cpu":   # the interpreter's bf16 casts, dots and range() as the harness fixes them
             from aka.evaluate.interp_fix import install
             install()
         self.torch, self.device, self.max_configs = torch, device, max_configs
+        self.kernels = kernels or {}
         self.t_end = time.monotonic() + deadline_s
         self.out_path = out_dir / "tune_attn.json"
         self.doc = {"provenance": _provenance(torch, triton, device), "calibration": {},
                     "records": [], "peers": [], "best": {}, "skipped": [], "errors": []}
+        if any(k != KERNELS[op] for op, ks in self.kernels.items() for k in ks):
+            self.doc.update(kernels=self.kernels, other_records=[], other_best={})
         try:
             self.doc["calibration"] = _calibrate(torch, device)
         except Exception as e:
@@ -206,8 +261,12 @@ class Tuner:
         meta = json.loads((op_dir / "meta.json").read_text())
         ref_mod = _load(op_dir / "reference.py", f"ref_{op}")
         inp_mod = _load(op_dir / "input.py", f"inp_{op}")
-        kern = _load(ROOT / "knowledge_base" / "kernels" / op / f"{KERNELS[op]}.py", f"kern_{op}")
-        best = self.doc["best"].setdefault(op, {})
+        names = self.kernels.get(op) or [KERNELS[op]]
+        mods = {n: _load(ROOT / "knowledge_base" / "kernels" / op / f"{n}.py",
+                         f"kern_{op}" if n == KERNELS[op] else f"kern_{op}_{n}") for n in names}
+        kern = mods[names[0]]
+        if KERNELS[op] in names:
+            self.doc["best"].setdefault(op, {})
         cases = {}
         for n, sid in enumerate(shape_ids):
             if time.monotonic() > op_end:
@@ -236,7 +295,8 @@ class Tuner:
                     self.doc["errors"].append(f"{op} {sid} peer: {type(e).__name__}: {e}")
             cases[sid] = {"init": init, "kw": kw, "inputs": inputs, "ref": ref, "key": key,
                           "peer_us": peer_us, "sol": self.sol_us(meta, kw),
-                          "cfgs": grid(op, kw)[:self.max_configs or None]}
+                          "cfgs": _interleave([[(n, cfg) for cfg in grid(op, kw, n)[:self.max_configs or None]]
+                                               for n in names])}
         self.save()
         rank = 0
         while any(rank < len(c["cfgs"]) for c in cases.values()):
@@ -244,17 +304,20 @@ class Tuner:
                 if rank >= len(c["cfgs"]):
                     continue
                 if time.monotonic() > op_end:
-                    self.doc["skipped"].append({"op": op, "shape": sid, "configs": c["cfgs"][rank:]})
+                    self.doc["skipped"].append({"op": op, "shape": sid, "configs": [
+                        cfg if n == KERNELS[op] else {"kernel": n, **cfg} for n, cfg in c["cfgs"][rank:]]})
                     continue
-                self._measure(op, sid, c, c["cfgs"][rank], kern, meta, best, compare_outputs)
+                name, cfg = c["cfgs"][rank]
+                self._measure(op, sid, c, cfg, mods[name], meta, compare_outputs, name)
             rank += 1
         cases.clear()
         if self.device == "cuda":
             torch.cuda.empty_cache()
 
-    def _measure(self, op, sid, c, cfg, kern, meta, best, compare_outputs):
+    def _measure(self, op, sid, c, cfg, kern, meta, compare_outputs, name=None):
         inputs, sol, peer_us = c["inputs"], c["sol"], c["peer_us"]
-        rec = {"op": op, "shape": sid, "key": c["key"], "input_kwargs": c["kw"], "config": cfg,
+        name = name or KERNELS[op]
+        rec = {"op": op, "kernel": name, "shape": sid, "key": c["key"], "input_kwargs": c["kw"], "config": cfg,
                "us": None, "correct": False, "ratio": None, "sol_us": sol, "peer_us": peer_us}
         try:
             def fn():
@@ -268,7 +331,12 @@ class Tuner:
                     rec["ratio"] = base / rec["us"]
         except Exception as e:
             rec["error"] = f"{type(e).__name__}: {str(e)[:300]}"
-        self.doc["records"].append(rec)
+        if name == KERNELS[op]:
+            self.doc["records"].append(rec)
+            best = self.doc["best"].setdefault(op, {})
+        else:
+            self.doc["other_records"].append(rec)
+            best = self.doc["other_best"].setdefault(op, {}).setdefault(name, {})
         cur = best.get(sid)
         if rec["us"] and (cur is None or rec["us"] < cur["us"]):
             best[sid] = {"key": c["key"], "config": cfg, "us": rec["us"], "ratio": rec["ratio"],
@@ -277,15 +345,24 @@ class Tuner:
 
     def table(self) -> str:
         lines = [f"{'op':24} {'shape':>5} {'us':>10} {'peer_us':>10} {'ratio':>7} {'sol':>6}  config"]
-        for op, per in self.doc["best"].items():
+        tables = [(op, op, per) for op, per in self.doc["best"].items()]
+        tables += [(op, f"{op}:{name}", per) for op, kb in self.doc.get("other_best", {}).items()
+                   for name, per in kb.items()]
+        for op, label, per in tables:
             for sid, b in sorted(per.items(), key=lambda x: int(x[0]) if x[0].isdigit() else x[0]):
                 f = lambda v, p=1: "-" if v is None else f"{v:.{p}f}"
-                lines.append(f"{op:24} {sid:>5} {f(b['us']):>10} {f(b['peer_us']):>10} {f(b['ratio'], 2):>7} "
+                lines.append(f"{label:24} {sid:>5} {f(b['us']):>10} {f(b['peer_us']):>10} {f(b['ratio'], 2):>7} "
                              f"{f(b['sol_fraction'], 2):>6}  {json.dumps(b['config'])}")
             ratios = [b["ratio"] for b in per.values() if b["ratio"]]
             if ratios:
                 g = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-                lines.append(f"{op:24} geomean ratio {g:.3f}, min {min(ratios):.3f} over {len(ratios)} shapes")
+                lines.append(f"{label:24} geomean ratio {g:.3f}, min {min(ratios):.3f} over {len(ratios)} shapes")
+            base = self.doc["best"].get(op, {})
+            if label != op and base:   # another kernel: its time per shape against the dispatch kernel's
+                pairs = [(sid, base[sid]["us"] / b["us"]) for sid, b in per.items() if sid in base]
+                if pairs:
+                    lines.append(f"{label:24} speedup over {KERNELS[op]}: " +
+                                 ", ".join(f"{sid} {x:.2f}x" for sid, x in sorted(pairs, key=lambda p: (len(p[0]), p[0]))))
         return "\n".join(lines)
 
 
@@ -302,9 +379,12 @@ def main(argv=None) -> int:
     ap.add_argument("outdir")
     ap.add_argument("--deadline", type=float, default=135.0, help="wall-clock seconds for the whole run (the H200 budget is 150)")
     ap.add_argument("--ops", default=",".join(KERNELS))
-    ap.add_argument("--shapes", default=None, help="all (GPU default) or small (CPU default)")
+    ap.add_argument("--shapes", default=None, help="all (GPU default), small (CPU default) or a comma list of shape ids")
     ap.add_argument("--device", default=None, choices=["cuda", "cpu"])
-    ap.add_argument("--max-configs", type=int, default=0, help="only the first N configs per shape (0: all)")
+    ap.add_argument("--max-configs", type=int, default=0, help="only the first N configs per shape and kernel (0: all)")
+    ap.add_argument("--kernels", default=None,
+                    help="comma list of kernels to tune per op (default: each op's dispatch kernel; 'all': "
+                         f"also {sorted({k for v in OTHER_KERNELS.values() for k in v})})")
     args = ap.parse_args(argv)
     t0 = time.monotonic()
     device = args.device or ("cuda" if _has_cuda() else "cpu")
@@ -316,15 +396,30 @@ def main(argv=None) -> int:
     if bad:
         print(f"error: unknown op(s) {bad}; choose from {list(KERNELS)}", file=sys.stderr)
         return 2
+    kernels = {}
+    if args.kernels:
+        want = [k for k in args.kernels.split(",") if k]
+        for op in ops:
+            known = [KERNELS[op], *OTHER_KERNELS.get(op, ())]
+            kernels[op] = known if "all" in want else [k for k in known if k in want]
+        unknown = [k for k in want if k != "all" and not any(k in [KERNELS[o], *OTHER_KERNELS.get(o, ())] for o in ops)]
+        if unknown:
+            print(f"error: unknown kernel(s) {unknown} for ops {ops}", file=sys.stderr)
+            return 2
+        ops = [o for o in ops if kernels[o]]
     out = Path(args.outdir)
     out.mkdir(parents=True, exist_ok=True)
-    tuner = Tuner(out, device, args.deadline - (time.monotonic() - t0), args.max_configs)
+    tuner = Tuner(out, device, args.deadline - (time.monotonic() - t0), args.max_configs, kernels)
     for j, op in enumerate(ops):
         op_dir = ROOT / "bench" / "ops" / op
         if which == "small":
             shapes = json.loads((op_dir / "meta.json").read_text())["small_shapes"]
         else:
             shapes = json.loads((op_dir / "shapes.json").read_text())
+            if which != "all":     # a comma list of shape ids (of the bench shapes or the small ones)
+                small = json.loads((op_dir / "meta.json").read_text())["small_shapes"]
+                ids = [i for i in which.split(",") if i]
+                shapes = {i: shapes[i] if i in shapes else small[i] for i in ids if i in shapes or i in small}
         share = BUDGET_SHARE[op] / sum(BUDGET_SHARE[o] for o in ops[j:])
         op_end = time.monotonic() + (tuner.t_end - time.monotonic()) * share
         print(f"[{time.monotonic() - t0:6.1f} s] {op}: {len(shapes)} shapes", flush=True)
