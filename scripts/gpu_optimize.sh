@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Issue 21's last goal: `aka optimize` (offline proposer, no API key) on the H200 ends above its
+# first candidate, on gemm_bf16 shape=all and on one attention op. Both runs go side by side (their
+# timed rounds take turns under the harness's GPU lock), each with a wall budget that leaves room
+# for the closing per-shape dispatch round; optionally an `aka kb verify` of some ops beside them.
+# Everything lands in $OUT/opt.tgz; then, here: tar xzf <files_at>/opt.tgz -C results/h200/<dir>.
+#
+#   device: AKA_CACHE_DIR=$PWD/.gpucache OUT=$OUT bash scripts/gpu_optimize.sh
+#   env: AKA_DEADLINE_S (default 520), AKA_OPT_OPS (default "gemm_bf16 prefill_attention"),
+#        AKA_OPT_WALL (each run's budget.max_wall_s, default 330), AKA_OPT_ITERS (default 12),
+#        AKA_OPT_KBV_OPS (comma list: also `aka kb verify` these ops, timings on, in a scratch copy)
+set -uo pipefail
+: "${OUT:?set OUT to a results folder}"
+cd "$(dirname "$0")/.."
+T0=$(date +%s)
+DEADLINE=${AKA_DEADLINE_S:-520}
+. scripts/device_lib.sh
+device_env
+W=$OUT/opt; mkdir -p "$W"
+pack() {
+  echo "total wall seconds: $(( $(date +%s) - T0 ))" | tee -a "$W/steps.txt"
+  tar czf "$OUT/opt.tgz" -C "$OUT" opt && rm -rf "$W"
+  ls -la "$OUT"
+}
+trap pack EXIT
+device_provenance > "$W/provenance.txt" 2>&1
+pids=()
+for op in ${AKA_OPT_OPS:-gemm_bf16 prefill_attention}; do
+  (
+    s=$(date +%s)
+    timeout --signal=INT --kill-after=15 $(( $(left) - 20 )) python3 -m aka.cli optimize op="$op" shape=all model=offline \
+      iters="${AKA_OPT_ITERS:-12}" runs_dir="$W/runs" run_id="optimize-$op" live=off \
+      budget.max_wall_s="${AKA_OPT_WALL:-330}" > "$W/optimize-$op.log" 2>&1
+    echo "[optimize $op rc=$? wall=$(( $(date +%s) - s ))s]" >> "$W/steps.txt"
+  ) &
+  pids+=($!)
+done
+if [[ -n ${AKA_OPT_KBV_OPS:-} ]]; then
+  (
+    s=$(date +%s); kb_copy /tmp/kbv
+    t=$(( $(left) - 20 ))
+    timeout --signal=INT --kill-after=15 "$t" python3 -m aka.cli kb verify --device cuda --kb /tmp/kbv/knowledge_base \
+      --op "$AKA_OPT_KBV_OPS" --shapes all --jobs 2 --timeout "$t" > "$W/kbverify.log" 2>&1
+    echo "[kb verify rc=$? wall=$(( $(date +%s) - s ))s ops $AKA_OPT_KBV_OPS]" >> "$W/steps.txt"
+    mkdir -p "$W/kbv"
+    for op in ${AKA_OPT_KBV_OPS//,/ }; do cp -r "/tmp/kbv/results/kb/kernels/$op" "$W/kbv/" 2>/dev/null; done
+  ) &
+  pids+=($!)
+fi
+wait "${pids[@]}"
+for f in "$W"/optimize-*.log; do echo "== $f"; tail -15 "$f"; done
