@@ -32,6 +32,12 @@ def test_summary_judges_large_shapes_against_the_measured_ceiling_and_compile():
     slow = summarize(shapes(time_scale=1.2), {})
     assert not slow["meets"] and slow["vs_compile"] < 1.0
     assert summarize([dict(shapes()[0], sol_fraction=None)], {})["objective"] is None  # an untimed shape: no score
+    # compile over the kernel at the large shapes (roofline >= 10 us: shapes 0 and 1), the least of them
+    assert s["large_timed"] == 2 and s["large_vs_compile_min"] == pytest.approx(1.1)
+    mixed = shapes()
+    mixed[1]["compile_us"] = mixed[1]["time_us"] * 0.5     # a large shape compile wins
+    mixed[2]["compile_us"] = mixed[2]["time_us"] * 0.1     # a small one: not counted
+    assert summarize(mixed, {})["large_vs_compile_min"] == pytest.approx(0.5)
 
 
 def test_best_table_picks_the_op_s_best_current_kernel(tmp_path):
