@@ -76,3 +76,18 @@ def test_scaling_script_runs_all_four_parts_and_reports(tmp_path):
     assert all(f"[{p} rc=0" in steps for p in ("bench1", "benchN", "convert1", "convertN")), steps
     assert report.count("| aka bench run |") == 2 and report.count("| aka convert |") == 2
     assert (tmp_path / "cache" / "scaling" / "convertN" / "batch.jsonl").is_file()   # resumable: kept in the cache
+
+
+def test_optimize_script_runs_its_ops_and_packs_each_run(tmp_path):
+    env = _env(tmp_path, AKA_OPT_OPS="rms_norm", AKA_OPT_ITERS="1", AKA_OPT_WALL="120", AKA_DEADLINE_S="300")
+    r = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "gpu_optimize.sh")], cwd=REPO_ROOT, env=env,
+                       capture_output=True, text=True, timeout=400)
+    assert r.returncode == 0, r.stderr[-2000:]
+    with tarfile.open(tmp_path / "out" / "opt.tgz") as t:
+        names = t.getnames()
+        steps = t.extractfile("opt/steps.txt").read().decode()
+        best = json.loads(t.extractfile("opt/runs/optimize-rms_norm/best.json").read())
+    assert "opt/runs/optimize-rms_norm/report.md" in names and "opt/provenance.txt" in names
+    assert "[optimize rms_norm rc=0" in steps, steps
+    # on CPU the run ends at its first candidate that is correct on every small shape
+    assert best["accepted"] and best["score"] == dict(best["score"], kind="pass_rate", value=1.0), best
