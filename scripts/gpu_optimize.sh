@@ -24,6 +24,12 @@ pack() {
 }
 trap pack EXIT
 device_provenance > "$W/provenance.txt" 2>&1
+# a kb verify's results carry sol_fraction_measured (what `aka kb best` reports on large shapes)
+# only when the cache holds a calibration: take one first (about 30 s), as gpu_suite.sh does
+if [[ -n ${AKA_OPT_KBV_OPS:-} ]] && python3 -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+  timeout 120 python3 -m aka.cli hw calibrate > "$W/calibration.json" 2> "$W/calibration.log"
+  echo "[calibrate rc=$?]" >> "$W/steps.txt"
+fi
 pids=()
 for op in ${AKA_OPT_OPS:-gemm_bf16 prefill_attention}; do
   (
