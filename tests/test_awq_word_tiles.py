@@ -6,12 +6,9 @@ all take the in-loop path; here the prefill path and fixed splits are forced thr
 on shapes with a word count that is not a multiple of the tile's (N 40: 5 words in a 16-word
 tile) and a group smaller than the K tile cap (32).
 """
-import json
-import os
-import subprocess
-import sys
 
 from aka.problem import REPO_ROOT
+from tests.interp_cases import assert_cases_pass
 
 KERNEL = REPO_ROOT / "knowledge_base" / "kernels" / "awq_w4a16_gemm" / "word_tiles.py"
 
@@ -49,14 +46,7 @@ CASES = [
 
 
 def test_both_paths_match_the_reference_under_the_interpreter():
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(REPO_ROOT))
-    out = subprocess.run([sys.executable, "-c", SCRIPT, str(KERNEL), json.dumps(CASES)], cwd=REPO_ROOT,
-                         env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-    assert len(rows) == len(CASES)
-    bad = [r for r in rows if not r["ok"]]
-    assert not bad, bad
+    assert_cases_pass(SCRIPT, KERNEL, CASES, timeout=300)
 
 
 def test_split_choice_fills_the_gpu_and_keeps_two_k_tiles_per_split():

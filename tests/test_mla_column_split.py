@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 from aka.problem import REPO_ROOT
+from tests.interp_cases import assert_cases_pass
 
 OP = "mla_decode_attention"
 KERNEL = REPO_ROOT / "knowledge_base" / "kernels" / OP / "column_split.py"
@@ -53,14 +54,7 @@ CASES = [
 
 
 def test_column_parts_and_splits_match_the_reference_under_the_interpreter():
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(REPO_ROOT))
-    out = subprocess.run([sys.executable, "-c", SCRIPT, str(KERNEL), json.dumps(CASES)], cwd=REPO_ROOT,
-                         env=env, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
-    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-    assert len(rows) == len(CASES)
-    bad = [r for r in rows if not r["ok"]]
-    assert not bad, bad
+    assert_cases_pass(SCRIPT, KERNEL, CASES, timeout=600)
 
 
 def test_split_choice_counts_the_column_parts():
