@@ -203,3 +203,62 @@ def test_an_unwritable_lock_directory_degrades_to_no_lock_with_a_reason(tmp_path
     assert isinstance(gl.for_worker({"gpu_lock": str(tmp_path)}, "cpu", None), gl.NoLock)  # CPU: none needed
     with lk.shared(), lk.exclusive():
         pass
+
+
+def test_a_runner_compile_lets_the_shared_hold_go_and_takes_it_back(tmp_path):
+    """The candidate compiles in the runner, out of reach of this process's compile hooks: its
+    reports (compile_started / compile_ended) let a waiting timing in during the compile, and the
+    hold is back before the runner goes on. In an exclusive hold they change nothing."""
+    lk, other = _lock(tmp_path), _lock(tmp_path)
+    got = threading.Event()
+    with lk.shared("correctness"):
+        assert lk.holding_shared()
+        done = threading.Event()
+        t = threading.Thread(target=_holder, args=(other.exclusive(), got, done), daemon=True)
+        t.start()
+        time.sleep(0.2)
+        assert not got.is_set()                      # the check holds the GPU
+        lk.compile_started()
+        assert got.wait(2)                           # the timing ran while the runner compiled
+        done.set()
+        t.join(2)
+        lk.compile_ended()
+        blocked = threading.Event()
+        done2 = threading.Event()
+        t2 = threading.Thread(target=_holder, args=(other.exclusive(), blocked, done2), daemon=True)
+        t2.start()
+        time.sleep(0.2)
+        assert not blocked.is_set()                  # held again: the next timing waits
+    assert blocked.wait(2)
+    done2.set()
+    t2.join(2)
+    assert lk.compiling_s > 0
+    with lk.exclusive():
+        assert not lk.holding_shared()
+        lk.compile_started()                         # a timed hold is never let go
+        late = threading.Event()
+        done3 = threading.Event()
+        t3 = threading.Thread(target=_holder, args=(other.shared(), late, done3), daemon=True)
+        t3.start()
+        time.sleep(0.2)
+        assert not late.is_set()
+        lk.compile_ended()
+    assert late.wait(2)
+    done3.set()
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_runners_compiles_run_outside_the_lock(tmp_path, monkeypatch):
+    """On a GPU the candidate's Triton kernels compile in the runner: the evaluation's wall times
+    must show time compiling with the lock let go (before 2026-12-04's change a candidate-only
+    evaluation showed none: every compile of a check stage ran under the judge's shared hold)."""
+    from aka.evaluate.api import EvalConfig, cuda_available, evaluate
+    from aka.problem import REPO_ROOT
+    if not cuda_available():
+        pytest.skip("needs a CUDA GPU")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))  # cold: every shape compiles
+    cfg = EvalConfig(device="cuda", baselines=False, peer=False, timing=False)
+    res = evaluate("rms_norm", REPO_ROOT / "knowledge_base" / "kernels" / "rms_norm" / "rowwise.py",
+                   shapes="0,5,10", config=cfg)
+    assert res.status == "pass", res.reason
+    assert res.wall_s.get("compiling_unlocked_s", 0) > 0, res.wall_s

@@ -266,3 +266,94 @@ def test_a_runner_aborted_by_cuda_names_the_cuda_error_not_its_last_stack_frame(
     assert _cause_line(torch_msg) == "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
     assert _cause_line("some\nplain failure\n") == "plain failure"
     assert _cause_line("") == ""
+
+
+class _Lock:
+    def __init__(self, shared=True):
+        self.shared, self.calls = shared, []
+
+    def holding_shared(self):
+        return self.shared
+
+    def compile_started(self):
+        self.calls.append("started")
+
+    def compile_ended(self):
+        self.calls.append("ended")
+
+
+class _Chan:
+    """The runner's side scripted: what it sends back to one request, and what the judge sent."""
+    def __init__(self, replies):
+        self.replies, self.sent = list(replies), []
+
+    def send(self, msg, fds=()):
+        self.sent.append(msg)
+
+    def recv(self, max_fds=0):
+        return self.replies.pop(0), []
+
+
+def _client(chan, lock):
+    from aka.evaluate.client import RunnerClient
+    c = RunnerClient.__new__(RunnerClient)
+    c.device, c.chan, c.violations, c.lock = "cpu", chan, [], lock
+    return c
+
+
+def test_a_runner_compile_report_lets_the_judge_hold_go_and_resumes_the_runner():
+    """The runner's Triton compiles, in a command the judge runs under a shared hold: the hold
+    goes at compile_start and comes back at compile_end, before the judge tells the runner to
+    resume; a compile that never reports its end still gets the hold back with the reply."""
+    lock = _Lock()
+    chan = _Chan([{"event": "compile_start"}, {"event": "compile_end"}, {"ok": True, "done": 1}])
+    assert _client(chan, lock).request("forward", "correctness")["done"] == 1
+    assert chan.sent[0]["compile_events"] is True and chan.sent[1] == {"op": "resume"}
+    assert lock.calls == ["started", "ended"]
+    lock = _Lock()
+    chan = _Chan([{"event": "compile_start"}, {"ok": True}])
+    assert _client(chan, lock).request("forward", "correctness")["ok"]
+    assert lock.calls == ["started", "ended"] and len(chan.sent) == 1
+
+
+def test_a_compile_report_the_judge_did_not_ask_for_is_a_crash():
+    """Outside a shared hold (a timed command) the judge asks for no reports: one that comes all
+    the same (a candidate calling the hooks itself) is the candidate's crash, and the lock is untouched."""
+    from aka.evaluate.result import StageFailure
+    for lock in (_Lock(shared=False), None):
+        chan = _Chan([{"event": "compile_start"}, {"ok": True}])
+        with pytest.raises(StageFailure) as e:
+            _client(chan, lock).request("time_checked", "timing")
+        assert e.value.status == "crashed" and "unasked" in e.value.reason
+        assert chan.sent[0]["compile_events"] is False
+        assert lock is None or lock.calls == []
+
+
+def test_runner_reports_compiles_only_in_marked_commands_and_waits_for_resume():
+    """The runner's Triton hooks (installed once, before its guarded snapshot): in a marked
+    command, drain, report the start, and at the end report it and wait for the judge's resume;
+    in an unmarked one, or during a graph capture, nothing."""
+    from triton import knobs
+
+    from aka.evaluate.runner import report_compiles
+    rt = knobs.runtime
+    before = (rt.jit_cache_hook, rt.jit_post_compile_hook)
+    log, capturing = [], [False]
+    events = {"on": False, "compiling": False}
+    try:
+        report_compiles(lambda m: log.append(("send", m["event"])), lambda max_fds=0: (log.append(("recv",)) or ({}, [])),
+                        lambda: log.append(("sync",)), events, capturing=lambda: capturing[0])
+        assert rt.jit_cache_hook(key="k") is None      # a falsy answer: Triton goes on to compile
+        rt.jit_post_compile_hook(key="k")
+        assert log == []                                # unmarked command: silent
+        events["on"] = True
+        rt.jit_cache_hook(key="k")
+        rt.jit_post_compile_hook(key="k")
+        assert log == [("sync",), ("send", "compile_start"), ("send", "compile_end"), ("recv",)]
+        log.clear()
+        capturing[0] = True
+        rt.jit_cache_hook(key="k")
+        rt.jit_post_compile_hook(key="k")
+        assert log == []                                # no synchronize inside a capture
+    finally:
+        rt.jit_cache_hook, rt.jit_post_compile_hook = before

@@ -18,6 +18,7 @@ from aka.evaluate.result import StageFailure
 
 
 class RunnerClient:
+    lock = None  # the judge's GPU lock (gpulock.GpuLock): the runner's compiles let its shared hold go
     def __init__(self, device: str, workdir: Path, env: dict, argv_prefix: list[str], confinement: dict,
                  log_dir: Path):
         self.device, self.workdir, self.log_dir = device, workdir, log_dir
@@ -62,13 +63,36 @@ class RunnerClient:
             # runner read buffers still being filled, and a late NaN fill overwrote its outputs).
             import torch
             torch.cuda.synchronize()
+        lock = self.lock
+        events = lock is not None and lock.holding_shared()
+        compiling = False
         try:
-            self.chan.send(dict(kw, op=op, stage=stage), fds)
-            reply, extra = self.chan.recv(max_fds=0)
+            self.chan.send(dict(kw, op=op, stage=stage, compile_events=events), fds)
+            while True:
+                reply, extra = self.chan.recv(max_fds=0)
+                for fd in extra:
+                    os.close(fd)
+                ev = reply.get("event") if isinstance(reply, dict) else None
+                if ev is None:
+                    break
+                # The runner's Triton compiles, which the judge's own hooks cannot see: the shared
+                # hold goes while one runs (the runner drained its GPU work first) and comes back
+                # before the runner, waiting for "resume", launches anything (gpulock.py).
+                if not events or ev not in ("compile_start", "compile_end"):
+                    raise StageFailure("crashed", f"runner sent {ev!r} unasked during {op}", stage)
+                if ev == "compile_start" and not compiling:
+                    compiling = True
+                    lock.compile_started()
+                elif ev == "compile_end":
+                    if compiling:
+                        compiling = False
+                        lock.compile_ended()
+                    self.chan.send({"op": "resume"})
         except (ChannelClosed, OSError) as e:
             raise StageFailure("crashed", self.death(f"runner gone during {op}: {e}"), stage) from None
-        for fd in extra:
-            os.close(fd)
+        finally:
+            if compiling:  # a compile that never reported its end (it raised): the hold comes back
+                lock.compile_ended()
         v = reply.get("violations") or []
         if v:
             self.violations = [str(x)[:200] for x in v]

@@ -58,6 +58,7 @@ class GpuLock:
         self.held_s = 0.0  # seconds this process owned the GPU (exclusive holds)
         self.compiling_s = 0.0  # seconds a shared hold was let go for compiles
         self._hold = None  # the shared hold in progress: {"fd": its fd or None while compiling, "since": entry}
+        self._exclusive = False
         # per label of shared(), the longest stretch held without letting go: what a waiting
         # timing had to sit out, and so what to shorten when evaluations wait on each other
         self.longest = {}
@@ -123,7 +124,14 @@ class GpuLock:
         holders, and the turnstile then stops new ones): in one H200 `kb verify --jobs 8` (2026-11-30),
         each kernel held the GPU 3 s and waited 90-195 s for it. The GPU work between compiles
         still runs under the lock; a Triton launch after a compile that never reported its end
-        (it raised, and the candidate caught it) takes the lock again first."""
+        (it raised, and the candidate caught it) takes the lock again first.
+
+        The candidate's kernels compile in the runner, another process, where these hooks do not
+        reach: the runner reports its compiles over the channel (aka/evaluate/runner.py,
+        `compile_events`) and the judge's client calls `compile_started` / `compile_ended`. Until
+        2026-12-04 those compiles ran under the judge's shared hold: in that day's H200 suite run
+        (8 jobs) each op held the GPU exclusively ~3 s and waited ~90-125 s for it, with shared
+        stretches of up to 5 s in its check stages, where every new shape is a new specialization."""
         outer = self._hold
         state = self._hold = {"fd": self._enter(fcntl.LOCK_SH), "since": time.monotonic(), "label": label}
 
@@ -141,6 +149,7 @@ class GpuLock:
                 state["fd"], state["since"] = self._enter(fcntl.LOCK_SH), time.monotonic()
             return None
 
+        state["start"], state["end"] = start, end  # the runner's compiles, reported over the channel
         undo = _compile_hooks(start, end)
         try:
             yield
@@ -150,6 +159,22 @@ class GpuLock:
             if state["fd"] is not None:
                 self._leave(state["fd"])
                 self._stretch_ends(state)
+
+    def holding_shared(self) -> bool:
+        """Inside a shared hold (not an exclusive one): where a compile may let the GPU go."""
+        return self._hold is not None and not self._exclusive
+
+    def compile_started(self) -> None:
+        """The runner, whose compiles this process's hooks do not see, says one starts (it has
+        drained its own GPU work first): let the shared hold go, as for a compile here."""
+        if self.holding_shared():
+            self._hold["start"]()
+
+    def compile_ended(self) -> None:
+        """The runner's compile is over: take the shared hold again before it launches anything
+        (it waits for the judge's answer to its message)."""
+        if self._hold is not None and not self._exclusive:
+            self._hold["end"]()
 
     def breathe(self) -> None:
         """Inside a shared hold, between two pieces of work: once the hold has lasted SLICE_S,
@@ -174,9 +199,11 @@ class GpuLock:
     def exclusive(self):
         fd = self._enter(fcntl.LOCK_EX)
         t0 = time.monotonic()
+        self._exclusive = True
         try:
             yield
         finally:
+            self._exclusive = False
             self._leave(fd)
             self.held_s += time.monotonic() - t0
 
@@ -287,6 +314,15 @@ class NoLock:
         yield
 
     def breathe(self) -> None:
+        pass
+
+    def holding_shared(self) -> bool:
+        return False
+
+    def compile_started(self) -> None:
+        pass
+
+    def compile_ended(self) -> None:
         pass
 
 

@@ -195,6 +195,7 @@ class Judge:
     def stage_import(self) -> None:
         self.progress("runner_start")
         self.client = self.client_factory(self)
+        self.client.lock = self.gpu  # the runner's compiles let the shared hold go (gpulock.py)
         self.client.wait_ready(lambda: self.progress("runner_start"))
         self.progress("import")
         t0 = time.perf_counter()

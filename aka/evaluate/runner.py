@@ -129,6 +129,48 @@ def resolve_gpu_driver() -> None:
         pass
 
 
+def report_compiles(send, recv, synchronize, events: dict, capturing=None) -> None:
+    """Tell the judge when a Triton compile starts and ends, so that its GPU lock's shared hold
+    goes for the compile (host work, seconds for each new specialization) instead of keeping every
+    other evaluation's timing waiting (aka/evaluate/gpulock.py). Only during commands the judge
+    marks `compile_events` (those it runs under a shared hold, never a timed one): at a compile's
+    start the runner drains its own GPU work, then says so; at its end it says so and waits for the
+    judge's "resume", sent once the judge holds the lock again, before anything launches.
+
+    Installed once, before the guarded snapshot; Triton calls these hooks only on a cache miss,
+    so a launch pays nothing. Skipped during a CUDA graph capture, where a synchronize is illegal.
+    What a candidate gains by calling them itself: the judge's hold let go during one of its own
+    check commands, so its GPU work may overlap another evaluation's timing. That harms the
+    other's figure, never raises its own (its timed rounds are exclusive and ignore these)."""
+    try:
+        from triton import knobs
+        rt = knobs.runtime
+        before = (rt.jit_cache_hook, rt.jit_post_compile_hook)
+    except Exception:  # noqa: BLE001 - a Triton without runtime knobs: compiles stay under the lock
+        return
+    if capturing is None:
+        import torch
+        capturing = torch.cuda.is_current_stream_capturing
+
+    def start(*args, **kwargs):
+        if events["on"] and not events["compiling"] and not capturing():
+            synchronize()
+            events["compiling"] = True
+            send({"event": "compile_start"})
+        return before[0](*args, **kwargs) if before[0] is not None else None
+
+    def end(*args, **kwargs):
+        if events["compiling"]:
+            events["compiling"] = False
+            send({"event": "compile_end"})
+            _msg, fds = recv(max_fds=0)  # the judge's "resume": it holds the lock again
+            for fd in fds:
+                os.close(fd)
+        return before[1](*args, **kwargs) if before[1] is not None else None
+
+    rt.jit_cache_hook, rt.jit_post_compile_hook = start, end
+
+
 def serve(chan: Channel, device: str, violations: list, arm) -> None:
     """The command loop. Everything it needs is bound here, before the candidate is imported, so
     rebinding module globals later does not change what the loop calls."""
@@ -147,6 +189,9 @@ def serve(chan: Channel, device: str, violations: list, arm) -> None:
         # the timing commands' modules, loaded before the snapshot so that their names are guarded too
         from aka.evaluate.runner_timing import timing_handlers
         importlib.import_module("aka.evaluate.timing")
+    events = {"on": False, "compiling": False}  # this command may report compiles; one is running
+    if device.startswith("cuda"):
+        report_compiles(chan.send, chan.recv, torch.cuda.synchronize, events)
     snapshot = Snapshot()
     state: dict = {"keep": []}
     # Bound here as locals (closure cells), not looked up as module globals at call time: a
@@ -271,10 +316,13 @@ def serve(chan: Channel, device: str, violations: list, arm) -> None:
         if h is None:
             send({"ok": False, "status": "crashed", "reason": f"runner: unknown command {op!r}"})
             continue
+        events["on"], events["compiling"] = bool(msg.get("compile_events")), False
         try:
             reply = h(msg, fds)
         except BaseException as e:  # noqa: BLE001 - a runner-side error is the candidate's or ours: reported
             reply = {"ok": False, "status": "crashed", "reason": trim(f"runner error in {op}: {type(e).__name__}: {e}")}
+        finally:
+            events["on"] = events["compiling"] = False
         reply["violations"] = list(violations)
         try:  # after every command, not only a forward: a candidate may wait for the timing stage.
             # Not inside the judge's clock (the checked call and the ping that sizes its bound): a
