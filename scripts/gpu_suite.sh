@@ -9,7 +9,8 @@
 #
 #   device: AKA_CACHE_DIR=$PWD/.gpucache OUT=$OUT bash scripts/gpu_suite.sh
 #   env: AKA_DEADLINE_S (default 560), AKA_SUITE_JOBS (default 8), AKA_SUITE_OPS (default: all),
-#        AKA_SUITE_SHAPES (default all), AKA_SUITE_PEER=1 (also time each op's peer)
+#        AKA_SUITE_SHAPES (default all), AKA_SUITE_PEER=1 (also time each op's peer),
+#        AKA_SUITE_UNLOCK (default 1: --unlock-compiles, the knowledge base's own kernels; 0: off)
 set -uo pipefail
 : "${OUT:?set OUT to a results folder}"
 cd "$(dirname "$0")/.."
@@ -40,6 +41,7 @@ t=$(( $(left) - 30 ))
 s=$(date +%s)
 timeout --signal=INT --kill-after=15 "$t" python3 -m aka.cli bench run --impl "$impls" \
   ${AKA_SUITE_OPS:+--ops "$AKA_SUITE_OPS"} --shapes "${AKA_SUITE_SHAPES:-all}" --no-beside \
-  --jobs "${AKA_SUITE_JOBS:-8}" --timeout "$t" --out "$RUN" > "$W/run.log" 2>&1
+  --jobs "${AKA_SUITE_JOBS:-8}" --timeout "$t" --out "$RUN" $([[ ${AKA_SUITE_UNLOCK:-1} == 1 ]] && echo --unlock-compiles) \
+  > "$W/run.log" 2>&1
 echo "[bench run rc=$? wall=$(( $(date +%s) - s ))s]" | tee -a "$W/steps.txt"
 tail -5 "$W/run.log" | tee -a "$W/steps.txt"

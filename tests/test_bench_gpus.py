@@ -136,3 +136,28 @@ def test_scaling_report_from_a_one_gpu_and_a_two_gpu_run(tmp_path, monkeypatch):
     n1 = sum(r["gpu_index"] == "1" for r in rows)
     assert cells[1] == str(n1) and cells[4].startswith("1.200 (")     # every case of GPU 1, the worst named
     assert cells[3] == f"{(n1 - 1) / n1:.0%}"                           # all but the 20% case within 5%
+
+
+def test_unlock_compiles_reaches_every_candidate_evaluation_and_the_judge_spec(tmp_path, monkeypatch):
+    """`bench run --unlock-compiles` (trusted candidates): each evaluation's config asks for the
+    runner's compile reports, and the spec the judge receives carries the setting; off by default."""
+    from aka.evaluate.api import EvalConfig, build_spec
+    from aka.problem import load_problem
+    seen = []
+    rec = Recorder()
+
+    def spy(problem, cand=None, shapes=None, config=None):
+        seen.append(config.unlock_compiles)
+        return rec(problem, cand, shapes, config)
+    monkeypatch.setattr(br, "resolve_device", lambda d: "cuda")
+    monkeypatch.setattr(br, "evaluate", spy)
+    suite = load_suite(FIX / "problems", ops=["vec_add", "matmul"])
+    for flag in (False, True):
+        seen.clear()
+        run_bench(suite, RunOptions(impls=[str(FIX / "candidates" / "honest")], out=tmp_path / f"run{flag}",
+                                    beside=False, unlock_compiles=flag))
+        assert seen and set(seen) == {flag}
+    prob = load_problem("rms_norm")
+    for flag in (False, True):
+        spec, _ = build_spec(prob, prob.select("small"), "cuda", EvalConfig(unlock_compiles=flag))
+        assert spec.settings.unlock_compiles is flag

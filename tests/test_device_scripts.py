@@ -56,6 +56,8 @@ def test_suite_script_runs_then_resumes_from_its_cache(tmp_path):
     assert {r["op"] for r in recs} == {"rms_norm", "awq_w4a16_gemm"} and all(r["correct"] for r in recs)
     assert {r["candidate"] for r in recs} == {"rowwise", "word_tiles"}      # kb best's and the override
     assert "suite/run/records.jsonl" in _members(tmp_path / "out" / "suite.tgz")
+    meta = json.loads((tmp_path / "cache" / "suite-run" / "run.json").read_text())
+    assert meta["segments"][0]["unlock_compiles"] is True          # the knowledge base's own kernels
     again = subprocess.run(["bash", str(SUITE)], cwd=REPO_ROOT, env=dict(env, OUT=str(tmp_path / "out2")),
                            capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-2000:]

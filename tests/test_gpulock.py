@@ -249,15 +249,16 @@ def test_a_runner_compile_lets_the_shared_hold_go_and_takes_it_back(tmp_path):
 
 @pytest.mark.gpu
 def test_on_a_gpu_the_runners_compiles_run_outside_the_lock(tmp_path, monkeypatch):
-    """On a GPU the candidate's Triton kernels compile in the runner: the evaluation's wall times
-    must show time compiling with the lock let go (before 2026-12-04's change a candidate-only
-    evaluation showed none: every compile of a check stage ran under the judge's shared hold)."""
+    """On a GPU the candidate's Triton kernels compile in the runner: with unlock_compiles the
+    evaluation's wall times must show time compiling with the lock let go (a candidate-only
+    evaluation without it shows none: every compile of a check stage runs under the judge's
+    shared hold)."""
     from aka.evaluate.api import EvalConfig, cuda_available, evaluate
     from aka.problem import REPO_ROOT
     if not cuda_available():
         pytest.skip("needs a CUDA GPU")
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))  # cold: every shape compiles
-    cfg = EvalConfig(device="cuda", baselines=False, peer=False, timing=False)
+    cfg = EvalConfig(device="cuda", baselines=False, peer=False, timing=False, unlock_compiles=True)
     res = evaluate("rms_norm", REPO_ROOT / "knowledge_base" / "kernels" / "rms_norm" / "rowwise.py",
                    shapes="0,5,10", config=cfg)
     assert res.status == "pass", res.reason

@@ -342,7 +342,7 @@ def test_runner_reports_compiles_only_in_marked_commands_and_waits_for_resume():
     events = {"on": False, "compiling": False}
     try:
         report_compiles(lambda m: log.append(("send", m["event"])), lambda max_fds=0: (log.append(("recv",)) or ({}, [])),
-                        lambda: log.append(("sync",)), events, capturing=lambda: capturing[0])
+                        lambda: log.append(("sync",)), events, capturing=lambda: capturing[0], genuine=lambda: True)
         assert rt.jit_cache_hook(key="k") is None      # a falsy answer: Triton goes on to compile
         rt.jit_post_compile_hook(key="k")
         assert log == []                                # unmarked command: silent
@@ -355,5 +355,24 @@ def test_runner_reports_compiles_only_in_marked_commands_and_waits_for_resume():
         rt.jit_cache_hook(key="k")
         rt.jit_post_compile_hook(key="k")
         assert log == []                                # no synchronize inside a capture
+    finally:
+        rt.jit_cache_hook, rt.jit_post_compile_hook = before
+
+
+def test_runner_ignores_a_compile_hook_called_outside_tritons_compile_path():
+    """The default check: a start hook called by the candidate itself (not from Triton's
+    JITFunction._do_compile) reports nothing, so the judge's hold stays."""
+    from triton import knobs
+
+    from aka.evaluate.runner import report_compiles
+    rt = knobs.runtime
+    before = (rt.jit_cache_hook, rt.jit_post_compile_hook)
+    log = []
+    try:
+        report_compiles(lambda m: log.append(m), lambda max_fds=0: ({}, []), lambda: log.append("sync"),
+                        {"on": True, "compiling": False}, capturing=lambda: False)
+        rt.jit_cache_hook(key="k")
+        rt.jit_post_compile_hook(key="k")
+        assert log == []
     finally:
         rt.jit_cache_hook, rt.jit_post_compile_hook = before

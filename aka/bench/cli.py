@@ -33,6 +33,10 @@ def register(sub) -> None:
     rn.add_argument("--no-beside", action="store_true",
                     help="time candidates without eager and torch.compile beside them (the peer still is, "
                          "when --impl names it)")
+    rn.add_argument("--unlock-compiles", action="store_true",
+                    help="GPU: let the GPU lock go while the candidates' Triton kernels compile in their runners "
+                         "(faster with --jobs; trusted candidates only, such as the knowledge base's: a candidate "
+                         "could use it to run GPU work during another evaluation's timing)")
     rn.set_defaults(func=cmd_run)
 
     rp = bs.add_parser("report", help="markdown + plots from a run directory")
@@ -125,7 +129,7 @@ def cmd_run(args) -> int:
     out = Path(args.out or f"runs/bench-{_dt.datetime.now():%Y%m%d-%H%M%S}")
     opts = RunOptions(impls=[i.strip() for i in args.impl.split(",") if i.strip()], out=out,
                       device=args.device, shapes=args.shapes, timeout_s=args.timeout, jobs=args.jobs,
-                      beside=not args.no_beside, gpus=_gpu_list(args.gpus))
+                      beside=not args.no_beside, gpus=_gpu_list(args.gpus), unlock_compiles=args.unlock_compiles)
     cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             TextColumn("eta"), TimeRemainingColumn())
     with Progress(*cols) as prog:

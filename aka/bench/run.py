@@ -40,6 +40,7 @@ class RunOptions:
     jobs: int = 1              # GPU: ops evaluated at once (their timings still take turns)
     beside: bool = True        # candidates timed beside eager and torch.compile (False: only the peer, if named)
     gpus: list[str] | None = None  # GPU ids to spread the tasks over, `jobs` at a time on each (None: as visible)
+    unlock_compiles: bool = False  # the candidates' compiles let the GPU lock go (trusted candidates only)
 
 
 def candidate_for(impl_dir: Path, op: str) -> Path | None:
@@ -178,13 +179,16 @@ def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
         segments = []
     gpus = list(opts.gpus or []) if device.startswith("cuda") else []
     seg = {"started": time.time(), "jobs": opts.jobs, "git_sha": git_sha(), "records_before": len(done)}
+    if opts.unlock_compiles:
+        seg["unlock_compiles"] = True
     if gpus:
         seg["gpus"] = gpus
     meta = {"suite": str(suite.root), "impls": opts.impls, "device": device, "shapes": shapes or "all",
             "weights_source": suite.weights_source, "git_sha": seg["git_sha"], "started": seg["started"],
             "jobs": opts.jobs, "segments": segments + [seg]}
     meta_path.write_text(json.dumps(meta, indent=2))
-    cfg = EvalConfig(device=device, baselines=opts.beside, peer="peer" in opts.impls)
+    cfg = EvalConfig(device=device, baselines=opts.beside, peer="peer" in opts.impls,
+                     unlock_compiles=opts.unlock_compiles)
     cfg.sandbox.timeout_s = opts.timeout_s
     want_base = [i for i in opts.impls if i in BASELINES]
     # the baselines' own evaluations time what was named: eager and compile together, the peer alone

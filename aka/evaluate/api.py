@@ -34,6 +34,8 @@ class EvalConfig:
     ncu: bool = False              # Nsight Compute pass on one shape (GPU only)
     ncu_shape: str | None = None
     seed: int | None = None        # None: a fresh random seed per evaluation
+    unlock_compiles: bool = False  # GPU: let the lock go while the runner compiles (trusted candidates only:
+                                   # one could use it to overlap another evaluation's timing; gpulock.py)
     runner_user: str = "auto"      # "auto": the runner as an unprivileged user when aka runs as root; "same"
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
 
@@ -119,7 +121,7 @@ def build_spec(prob: Problem, selected, device: str, cfg: EvalConfig, *, mode: s
                         outlier_scale=cfg.outlier_scale, timing=cfg.timing, checks=cfg.checks,
                         baselines=cfg.baselines, peer=cfg.peer, fresh_baselines=cfg.fresh_baselines, seed=seed,
                         baseline_cache=str(cache_dir() / "baselines"), gpu_lock=str(cache_dir() / "locks"),
-                        runner_user=cfg.runner_user)
+                        runner_user=cfg.runner_user, unlock_compiles=cfg.unlock_compiles)
     spec = EvalSpec(problem=dict(prob.worker_spec(), source_hash=_hash_paths(files)),
                     shapes=tuple(ShapeSpec.from_case(dict(s.to_json(), label=s.label())) for s in selected),
                     device=device, mode=mode, candidate_name=candidate_name, model_class=model_class,

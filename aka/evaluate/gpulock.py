@@ -127,11 +127,14 @@ class GpuLock:
         (it raised, and the candidate caught it) takes the lock again first.
 
         The candidate's kernels compile in the runner, another process, where these hooks do not
-        reach: the runner reports its compiles over the channel (aka/evaluate/runner.py,
-        `compile_events`) and the judge's client calls `compile_started` / `compile_ended`. Until
-        2026-12-04 those compiles ran under the judge's shared hold: in that day's H200 suite run
-        (8 jobs) each op held the GPU exclusively ~3 s and waited ~90-125 s for it, with shared
-        stretches of up to 5 s in its check stages, where every new shape is a new specialization."""
+        reach, so by default they compile under the judge's shared hold: in the 2026-12-04 H200
+        suite run (8 jobs) each op held the GPU exclusively ~3 s and waited ~90-125 s for it, with
+        shared stretches of up to 5 s in its check stages, where every new shape is a new
+        specialization. With `unlock_compiles` (trusted candidates only) the runner reports its
+        compiles over the channel (aka/evaluate/runner.py, report_compiles) and the judge's client
+        calls `compile_started` / `compile_ended`. Not the default: code in the runner's process
+        could use the reports to run GPU work while the hold is let go, during another evaluation's
+        timing."""
         outer = self._hold
         state = self._hold = {"fd": self._enter(fcntl.LOCK_SH), "since": time.monotonic(), "label": label}
 

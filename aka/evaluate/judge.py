@@ -195,7 +195,8 @@ class Judge:
     def stage_import(self) -> None:
         self.progress("runner_start")
         self.client = self.client_factory(self)
-        self.client.lock = self.gpu  # the runner's compiles let the shared hold go (gpulock.py)
+        if self.cfg.unlock_compiles:  # trusted candidates: their compiles let the shared hold go (gpulock.py)
+            self.client.lock = self.gpu
         self.client.wait_ready(lambda: self.progress("runner_start"))
         self.progress("import")
         t0 = time.perf_counter()

@@ -129,7 +129,7 @@ def resolve_gpu_driver() -> None:
         pass
 
 
-def report_compiles(send, recv, synchronize, events: dict, capturing=None) -> None:
+def report_compiles(send, recv, synchronize, events: dict, capturing=None, genuine=None) -> None:
     """Tell the judge when a Triton compile starts and ends, so that its GPU lock's shared hold
     goes for the compile (host work, seconds for each new specialization) instead of keeping every
     other evaluation's timing waiting (aka/evaluate/gpulock.py). Only during commands the judge
@@ -138,10 +138,12 @@ def report_compiles(send, recv, synchronize, events: dict, capturing=None) -> No
     judge's "resume", sent once the judge holds the lock again, before anything launches.
 
     Installed once, before the guarded snapshot; Triton calls these hooks only on a cache miss,
-    so a launch pays nothing. Skipped during a CUDA graph capture, where a synchronize is illegal.
-    What a candidate gains by calling them itself: the judge's hold let go during one of its own
-    check commands, so its GPU work may overlap another evaluation's timing. That harms the
-    other's figure, never raises its own (its timed rounds are exclusive and ignore these)."""
+    so a launch pays nothing. Skipped during a CUDA graph capture, where a synchronize is illegal,
+    and when the call does not come from Triton's JITFunction._do_compile (`genuine`: a candidate
+    calling the hook itself). The judge asks for these reports only with `unlock_compiles`
+    (trusted candidates): code in this process can still reach Triton's compile path with hooks
+    of its own and run GPU work while the judge's hold is let go, which can slow another
+    evaluation's timing (never this one's: its timed rounds are exclusive and ask for no reports)."""
     try:
         from triton import knobs
         rt = knobs.runtime
@@ -151,9 +153,22 @@ def report_compiles(send, recv, synchronize, events: dict, capturing=None) -> No
     if capturing is None:
         import torch
         capturing = torch.cuda.is_current_stream_capturing
+    if genuine is None:
+        from triton.runtime.jit import JITFunction
+        code = JITFunction._do_compile.__code__
+
+        def genuine():
+            f = sys._getframe(2)  # start <- JITFunction._call_hook <- JITFunction._do_compile
+            for _ in range(3):
+                if f is None:
+                    return False
+                if f.f_code is code:
+                    return True
+                f = f.f_back
+            return False
 
     def start(*args, **kwargs):
-        if events["on"] and not events["compiling"] and not capturing():
+        if events["on"] and not events["compiling"] and not capturing() and genuine():
             synchronize()
             events["compiling"] = True
             send({"event": "compile_start"})

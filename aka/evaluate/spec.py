@@ -49,6 +49,8 @@ class Settings:
     gpu_lock: str = ""              # directory of the GPU lock ("" = none)
     observe: bool = True            # GPU: the kernels of an observed forward read from outside (ncu)
     runner_user: str = "auto"       # "auto": an unprivileged user when the judge runs as root; "same": none
+    unlock_compiles: bool = False   # GPU: the runner's Triton compiles let the lock's shared hold go
+                                    # (trusted candidates only: gpulock.py, runner.report_compiles)
 
 
 @dataclass(frozen=True)

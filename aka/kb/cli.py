@@ -74,6 +74,9 @@ def add_parser(sub) -> None:
                    help="kernels evaluated at once; on one GPU their checks overlap and their timings "
                         "take turns (aka/evaluate/gpulock.py)")
     v.add_argument("--no-timing", action="store_true", help="correctness verdicts only (GPU: no timing)")
+    v.add_argument("--unlock-compiles", action="store_true",
+                   help="GPU: let the GPU lock go while a kernel compiles in its runner (faster with --jobs; "
+                        "for a knowledge base you trust: a kernel could use it to run GPU work during another's timing)")
     v.add_argument("--first", default=None, help="comma list of ops whose kernels go first (then the rest)")
     v.add_argument("--missing-first", action="store_true",
                    help="kernels with no result on this device first (then the rest, in order)")
@@ -276,7 +279,8 @@ def cmd_verify(args) -> int:
     out = verify(_root(args), args.device, op=args.op, force=args.force, console=console, shapes=args.shapes,
                  timeout_s=args.timeout, jobs=args.jobs, timing=not args.no_timing,
                  first=[o for o in (args.first or "").split(",") if o], reverse=args.reverse,
-                 missing_first=args.missing_first, oldest_first=args.oldest_first)
+                 missing_first=args.missing_first, oldest_first=args.oldest_first,
+                 unlock_compiles=args.unlock_compiles)
     bad = [(p, s) for p, s in out if s not in ("pass", "skipped")]
     console.print(f"{len(out)} kernels: {sum(s == 'pass' for _, s in out)} pass, "
                   f"{sum(s == 'skipped' for _, s in out)} skipped (current), {len(bad)} not passing")

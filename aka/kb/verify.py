@@ -117,7 +117,8 @@ def write_result(kernel: Path, root: Path, device: str, entry: dict) -> Path:
 def verify(root: Path, device: str, op: str | None = None, force: bool = False, console=None,
            evaluate_fn=None, shapes: str | None = None, timeout_s: float = 900.0, jobs: int = 1,
            timing: bool = True, first: list[str] | None = None, reverse: bool = False,
-           missing_first: bool = False, oldest_first: bool = False) -> list[tuple[Path, str]]:
+           missing_first: bool = False, oldest_first: bool = False,
+           unlock_compiles: bool = False) -> list[tuple[Path, str]]:
     """(kernel, status or 'skipped') for every kernel; each result is written as soon as it is
     known, so an interrupted run keeps its finished kernels. With jobs > 1 several kernels are
     evaluated at once: on one GPU their checks overlap while their timings take turns under the
@@ -126,7 +127,8 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
     harness in tests. `first` (op names), `reverse` and `missing_first` (kernels with no result on
     this device before the rest) and `oldest_first` (no result, then the oldest result on this device
     first: a partial re-verification after a harness change reaches the stalest verdicts) only order
-    the work."""
+    the work. `unlock_compiles`: the kernels' compiles let the GPU lock go (a knowledge base one
+    trusts: aka/evaluate/gpulock.py)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -158,7 +160,7 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
             try:
                 if not force and is_current(p, device, spec):
                     return p, "skipped"
-                cfg = EvalConfig(device=device, timing=timing and device != "cpu",
+                cfg = EvalConfig(device=device, timing=timing and device != "cpu", unlock_compiles=unlock_compiles,
                                  sandbox=SandboxConfig(timeout_s=timeout_s))
                 try:
                     res = run(kernel_op(p), p, shapes=spec.split("/")[0], config=cfg)
