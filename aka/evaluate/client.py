@@ -18,7 +18,8 @@ from aka.evaluate.result import StageFailure
 
 
 class RunnerClient:
-    lock = None  # the judge's GPU lock (gpulock.GpuLock): the runner's compiles let its shared hold go
+    lock = None  # the judge's GPU lock, set with unlock_compiles: the runner's compiles let its shared hold go
+
     def __init__(self, device: str, workdir: Path, env: dict, argv_prefix: list[str], confinement: dict,
                  log_dir: Path):
         self.device, self.workdir, self.log_dir = device, workdir, log_dir
