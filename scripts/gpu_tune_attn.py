@@ -44,7 +44,7 @@ KERNELS = {"prefill_attention": "flash_dispatch", "paged_decode_attention": "spl
            "mla_decode_attention": "split_dispatch"}
 # Kernels that may be tuned beside the dispatch kernel (--kernels), with their own grids; their
 # winners are reported, never baked (bake_dispatch_attn.py writes KERNELS[op]'s table only).
-OTHER_KERNELS = {"mla_decode_attention": ("column_split",)}
+OTHER_KERNELS = {"mla_decode_attention": ("column_split",), "paged_decode_attention": ("balanced_split",)}
 BUDGET_SHARE = {"prefill_attention": 0.45, "paged_decode_attention": 0.25, "mla_decode_attention": 0.30}
 
 
@@ -59,6 +59,8 @@ def grid(op: str, kw: dict, kernel: str | None = None) -> list[dict]:
     if kernel not in (None, KERNELS.get(op)):
         if (op, kernel) == ("mla_decode_attention", "column_split"):
             return _grid_mla_column_split(kw)
+        if (op, kernel) == ("paged_decode_attention", "balanced_split"):
+            return _grid_paged_balanced_split(kw)
         raise ValueError(f"no grid for {op}/{kernel}")
     if op == "prefill_attention":
         keys = ("BM", "BN", "PACK", "TMA", "num_warps", "num_stages")
@@ -119,6 +121,33 @@ def _grid_mla_column_split(kw: dict) -> list[dict]:
     out += [mk(k, 0, w) for w in (1, 4) for k in kern[:3]]
     out += [mk(k, s, 1) for s in (512, 1024) for k in kern[:2]]
     return out
+
+
+def _grid_paged_balanced_split(kw: dict) -> list[dict]:
+    """balanced_split's grid (knowledge_base/kernels/paged_decode_attention/balanced_split.py), from
+    offline sm_90a compiles of every bench shape (ptxas, triton 3.6; FUSED 1 / 0 registers, shared
+    bytes; CTAs per SM from both; tiles ahead = CTAs x (num_stages - 2) x 2 x BN x D x 2 B):
+      D 128 BN 32  4 warps, 4 stages: 142-154 / 128-152 regs, 54,272 B: 3 CTAs, 96 KB ahead
+      D 128 BN 64  4 warps, 4 stages: 206-254 / 164-212, 104,448 B: 2 CTAs, 128 KB ahead
+      D 128 BN 64  4 warps, 3 stages: 206-240 / 164-212, 71,680 B: 2 CTAs, 64 KB
+      D 128 BN 32  4 warps, 3 stages: 140-156 / 112-144, 37,888 B: 3 CTAs, 48 KB
+      D 128 BN 128 8 warps, 3 stages: 208-214 / 170-212, 139,264 B: 1 CTA, 64 KB
+      D 128 BN 64  8 warps, 4 stages: 151-190 (FUSED 1 only), 104,448 B: 1 CTA, 96 KB
+      D 256 BN 32  4 warps, 4 / 3 stages: 204-228 regs, 107,520 / 74,752 B: 2 CTAs, 128 / 64 KB
+      D 256 BN 64  8 warps, 4 / 3 stages: 162-212, 206,848 / 141,312 B: 1 CTA, 128 / 64 KB
+    Left out (spills): BN 64 on 8 warps with FUSED 0 (ptxas holds 128 registers, 8 B spilled), BN 32
+    on 8 warps (12-24 B), D 256 BN 64 on 4 warps (116-148 B), D 256 BN 128 (100-128 B, 274 KB).
+    WAVES x 132 programs get equal shares of the work, so WAVES should not pass the CTAs that fit
+    per SM (a second wave of equal programs doubles the time); one over-subscribed probe is kept."""
+    keys = ("BN", "num_warps", "num_stages", "WAVES", "FUSED")
+    if kw["head_dim"] > 128:
+        rows = [(32, 4, 4, 2, 1), (32, 4, 4, 2, 0), (64, 8, 4, 1, 1), (32, 4, 3, 2, 1), (64, 8, 3, 1, 1),
+                (32, 4, 4, 1, 1), (64, 8, 4, 1, 0), (32, 4, 4, 4, 1)]
+    else:
+        rows = [(32, 4, 4, 2, 1), (64, 4, 4, 2, 1), (32, 4, 4, 3, 1), (64, 4, 3, 2, 1), (32, 4, 4, 2, 0),
+                (64, 4, 4, 2, 0), (128, 8, 4, 1, 1), (32, 4, 3, 3, 1), (64, 4, 4, 1, 1), (128, 8, 3, 1, 1),
+                (32, 4, 4, 3, 0), (32, 4, 4, 1, 1), (128, 8, 3, 1, 0), (32, 4, 4, 6, 1)]
+    return _cfgs(keys, rows)
 
 
 def _interleave(lists: list[list]) -> list:
