@@ -25,13 +25,12 @@ A 16-token page of one KV head is 4 KB of K (D 128), so ~40 KB per SM must be in
 the gather serialises: the loop loads block_tables[b, tok // P] and then K/V at those pages, and
 Triton 3.6's pipeliner, seeing a load feeding a load, gives K/V one shared buffer and waits for
 it at the top of every iteration (offline sm_90a TTGIR: 1x64x128 buffers and 38,912-39,168 B at
-num_stages 2, 3 and 4 alike), so num_stages does nothing and each tile costs a full memory
-latency with nothing in flight. The two launches (split and combine) add a fixed few
+every pipeline depth from 2 to 4), so each tile costs a full memory latency with nothing in flight. The two launches (split and combine) add a fixed few
 microseconds against the 28-60 us floors of shapes 0, 1, 5 and 6.
 
 Design:
-- Schedule: every program loads seq_lens ([B_PAD] int32, cheap), forms the tiles per sequence
-  cdiv(len, BN) and their inclusive prefix sum, T tiles in all, and takes the tiles
+- Schedule: every program loads seq_lens ([B_PAD] int32, cheap), forms each sequence's tile
+  count and their inclusive prefix sum, T tiles in all, and takes the tiles
   [p T / NP, (p + 1) T / NP) of the concatenation: equal work within one tile per program, no
   host sync (CUDA-graph safe). It walks the sequences that range touches (1-3 usually), the GQA
   group's query heads forming one [GP, D] q tile for tl.dot (GP >= 16).
@@ -154,7 +153,7 @@ def _decode_balanced(q_ptr, kc_ptr, vc_ptr, bt_ptr, len_ptr, o_ptr, po_ptr, lse_
                     tok = n0 + tl.arange(0, BN)
                     tmask = tok < tok_hi
                     # this tile's pages came with the previous iteration: no load feeds this
-                    # iteration's K/V addresses, so the pipeliner can keep num_stages - 1 tiles in flight
+                    # iteration's K/V addresses (the docstring's Gather)
                     page = nxt.to(tl.int64)
                     nxt = tl.load(bt_row + (tok + BN) // P, mask=tok + BN < tok_hi, other=0)
                     slot = (tok % P).to(tl.int64)
