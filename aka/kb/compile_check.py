@@ -28,6 +28,32 @@ class LaunchReport:
     registers: int | None = None
     spill_bytes: int | None = None
     error: str | None = None
+    mem: dict = field(default_factory=dict)   # memory_ops() of its PTX
+
+
+# A memory instruction in PTX: its op, state space and the rest of its type suffixes.
+_MEM = re.compile(r"^\s*(?:@!?%p\d+\s+)?(ld|st|cp\.async)(?:\.[a-z]+)*?\.(global|shared)(?:::[a-z]+)?((?:\.[A-Za-z0-9:_]+)*)", re.M)
+_NARROW = re.compile(r"\.(?:b8|u8|s8|b16|u16|s16|f16|bf16)\b")
+
+
+def memory_ops(ptx: str) -> dict:
+    """Static counts of a kernel's memory instructions in its PTX (each instruction once, however
+    often a loop runs it): global loads as scalar or vector (`.v2`/`.v4`), `cp.async` copies, and
+    shared loads and stores narrower than 4 bytes. What they show without a GPU, seen here: the
+    shifted taps of a conv issued as 2-byte scalar loads (causal_conv1d/time_loop: 58
+    `ld.global.b16`), fp8 read byte by byte from shared memory for a transposed MMA operand
+    (fp8_kv_decode_attention/split_kv_fp8: 64 `ld.shared.b8`), a dequantised tile stored to shared
+    memory two bytes at a time (awq word_tiles before its tl.join unpack: 128 `st.shared.b16`)."""
+    out = {"ld_global_scalar": 0, "ld_global_vector": 0, "cp_async": 0,
+           "ld_shared_narrow": 0, "st_shared_narrow": 0}
+    for op, space, suffix in _MEM.findall(ptx):
+        if op == "cp.async":
+            out["cp_async"] += 1
+        elif space == "global" and op == "ld":
+            out["ld_global_vector" if re.search(r"\.v[248]\b", suffix) else "ld_global_scalar"] += 1
+        elif space == "shared" and _NARROW.search(suffix) and not re.search(r"\.v[248]\b", suffix):
+            out[f"{op}_shared_narrow"] += 1
+    return out
 
 
 @dataclass
@@ -122,6 +148,7 @@ def compiling_launches(report: CompileReport, capability: int = 90):
                                target=GPUTarget("cuda", capability, 32), options=opts)
             lr.shared_bytes = k.metadata.shared
             lr.registers, lr.spill_bytes = _ptxas_info(k.asm["ptx"], arch)
+            lr.mem = memory_ops(k.asm["ptx"])
         except Exception as e:  # noqa: BLE001 - the compiler's refusal is the finding
             lr.error = f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:300] if str(e).strip() else ''}"
             report.ok = False

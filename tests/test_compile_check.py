@@ -1,0 +1,54 @@
+"""Offline sm_90a compiles read for their memory instructions (aka/kb/compile_check.memory_ops), and the
+three knowledge-base findings they back, pinned at bench shape 0 (full-size inputs built on the
+CPU; no kernel runs): a change of Triton, or of a kernel, that brings the narrow accesses back fails
+here before it costs device time."""
+import pytest
+
+from aka.kb.compile_check import compile_check, memory_ops
+
+PTX = """
+	ld.global.b32 { %r74 }, [ %rd31 + 0 ];
+	@%p2 ld.global.v4.b32 { %r76, %r77, %r78, %r79 }, [ %rd33 + 0 ];
+	@!%p3 ld.global.L1::evict_last.b16 { %rs1 }, [ %rd34 + 0 ];
+	cp.async.cg.shared.global [ %r9 + 0 ], [ %rd5 + 0 ], 0x10, %r10;
+	ld.shared.b8 	%rs65, [%r31];
+	ld.shared::cta.b16 	%rs66, [%r31+2048];
+	ld.shared.v4.b16 	{%rs1, %rs2, %rs3, %rs4}, [%r31];
+	st.shared.b16 	[%r12], %rs7;
+	st.shared.v4.b32 	[%r12], {%r1, %r2, %r3, %r4};
+	ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%r1, %r2, %r3, %r4}, [%r5];
+	// ld.global.b16 in a comment does not count
+"""
+
+
+def test_memory_ops_counts_scalar_vector_and_narrow_accesses():
+    assert memory_ops(PTX) == {"ld_global_scalar": 2, "ld_global_vector": 1, "cp_async": 1,
+                               "ld_shared_narrow": 2, "st_shared_narrow": 1}
+
+
+def _mem(op: str, kernel: str, launch: str) -> dict:
+    from aka.problem import REPO_ROOT
+    r = compile_check(op, str(REPO_ROOT / "knowledge_base" / "kernels" / op / f"{kernel}.py"), ["0"])
+    assert r.ok, r.error
+    return next(lr.mem for lr in r.launches if lr.kernel == launch)
+
+
+@pytest.mark.parametrize("case", ["conv_taps", "fp8_v", "awq_unpack"])
+def test_knowledge_base_findings_hold_in_the_offline_compile(case):
+    if case == "conv_taps":      # shifted taps: 2-byte scalar loads, unless built in registers
+        old = _mem("causal_conv1d", "time_loop", "_conv1d_silu_span")
+        new = _mem("causal_conv1d", "vector_shift", "_conv1d_silu_vec")
+        assert old["ld_global_scalar"] > 20 and new["ld_global_scalar"] <= 5    # bias and 4 taps
+        assert new["ld_global_vector"] >= 4 and new["ld_shared_narrow"] == new["st_shared_narrow"] == 0
+    elif case == "fp8_v":        # 8-bit V for a transposed MMA operand: read byte by byte
+        old = _mem("fp8_kv_decode_attention", "split_kv_fp8", "_fp8_split")
+        new = _mem("fp8_kv_decode_attention", "v_words", "_fp8_split")
+        assert old["ld_shared_narrow"] >= 32 and new["ld_shared_narrow"] == 0
+    else:                        # the dequantised AWQ tile reaches shared memory in 16-byte stores
+        new = _mem("awq_w4a16_gemm", "word_tiles", "_fused")
+        assert new["st_shared_narrow"] <= 1
+
+
+def test_cli_refuses_an_unknown_op():
+    from aka.cli import main
+    assert main(["kb", "compile-check", "--op", "no_such_op"]) == 2
