@@ -43,6 +43,10 @@ The grid of both GEMMs is the upper bound T*k // BM + min(E, T*k) blocks times t
 flattened and ordered so GROUP consecutive blocks (the same expert's rows) share a weight tile in
 L2; blocks past the padded total return at once. Per-slot rows of -1 ids are never written and
 never read. int64 offsets for expert weights (E * 2I * H reaches 4.4e8) and activations.
+The deterministic path: two runs on the same input give bit-identical outputs, where the fp32
+atomic_add combine of kernels/fused_moe/atomic_combine adds a token's k expert rows in arbitrary
+order and can differ in the last bits. The price is a write and a read of the [T*k, H] per-slot
+rows (ops/fused_moe, Choosing the combine).
 """
 import torch
 import torch.nn as nn

@@ -15,9 +15,10 @@ params:
   num_stages: [2, 3, 4, 5]
 summary: Decode family. Small BM tiles so M <= 256 wastes few MMA rows, split-K to put every SM on streaming the weight, fp32 partials reduced by a second deterministic kernel that also casts to bf16.
 ---
-At decode M (1-256 tokens) y = x @ w.T is a weight stream: intensity is about M FLOP/byte, far
-under the H200 ridge (~206), so the goal is every SM reading w at full bandwidth. With BN 64,
-N 4096 gives 64 tiles for 132 SMs; splitting K into SPLIT_K slices multiplies the programs.
+At decode M (1-256 tokens) a linear layer y = x @ w.T is a weight stream: intensity is about M
+FLOP/byte, far under the H200 ridge (~206), so the goal is every SM reading w at full bandwidth.
+With BN 64, N 4096 gives 64 tiles for 132 SMs (half the SMs idle, each busy one looping over all of
+K); splitting K into SPLIT_K slices multiplies the programs.
 
 Design:
 - Grid (tiles, SPLIT_K); split s owns a contiguous, BK-aligned run of K tiles, so each weight

@@ -14,7 +14,8 @@ Design. Every benchmark width (1152-8192) fits in registers, so the row is read 
 statistics come from registers: the mean, then the biased variance of the centred values
 (zeroed on padded lanes with tl.where, otherwise masked lanes would add (BLOCK_H - H) * mean^2).
 This is the two-pass formula without a second read; E[x^2] - E[x]^2 would lose digits on the
-per-token offsets the inputs carry. ROWS = TILE // BLOCK_H rows per program (at least 1) so the
+per-token offsets the inputs carry, and on a row with a large constant offset it can come out
+negative, so rsqrt(var + eps) gives NaN for that row. ROWS = TILE // BLOCK_H rows per program (at least 1) so the
 narrow vision-tower rows (1152, 1280) still give each program several KB; w and b are loaded
 once per program. num_warps = min(max_warps, tile elements / 512).
 """
