@@ -167,3 +167,38 @@ def test_a_table_of_gpu_grid_configs_passes_the_harness_on_small_shapes(op, tmp_
     assert len(mod._TABLE) == len(shapes)
     res = evaluate(op, tmp_path / op / "dispatch.py", shapes="small", config=EvalConfig(device="cpu", seed=11))
     assert res.status == "pass", res.reason
+
+
+FIXUP_SCRIPT = r"""
+import json, sys, torch
+from aka.evaluate.interp_fix import install
+install()
+from aka.evaluate.loader import import_file
+k = import_file(sys.argv[1], "_gemm_fixup")
+for case in json.loads(sys.argv[2]):
+    torch.manual_seed(5)
+    M, N, K = case["mnk"]
+    x = torch.randn(M, K, dtype=torch.bfloat16)
+    w = torch.randn(N, K, dtype=torch.bfloat16)
+    two_pass = k.gemm(x, w, case["cfg"], fixup=False)
+    fused = k.gemm(x, w, case["cfg"], fixup=True)
+    again = k.gemm(x, w, case["cfg"], fixup=True)
+    want = (x.float() @ w.float().T)
+    cnt = k._COUNTERS.get(x.device)
+    ok = (torch.equal(fused, two_pass) and torch.equal(again, fused) and cnt is not None and int(cnt.abs().sum()) == 0
+          and torch.allclose(fused.float(), want, rtol=2e-2, atol=0.25))
+    print(json.dumps({"case": case, "ok": ok}), flush=True)
+"""
+
+
+def test_split_k_fixup_is_bit_identical_to_the_reduce_launch_and_resets_its_tickets():
+    """The last split of a tile sums every split's partial in split order (fused) exactly as the
+    second launch does; the ticket counters are zero after every call (programs run in a shuffled
+    order under the interpreter, so the last to arrive varies)."""
+    from tests.interp_cases import assert_cases_pass
+    tile = {"path": "tile", "BK": 32, "GROUP": 2, "num_warps": 4, "num_stages": 2, "WS": 0, "OCC": 1}
+    cases = [{"mnk": [37, 72, 200], "cfg": dict(tile, BM=16, BN=32, SPLIT_K=3, TMA=0, PERSIST=1)},
+             {"mnk": [37, 72, 200], "cfg": dict(tile, BM=16, BN=32, SPLIT_K=2, TMA=0, PERSIST=0)},
+             {"mnk": [40, 64, 256], "cfg": dict(tile, BM=16, BN=32, SPLIT_K=4, TMA=1, PERSIST=1)},
+             {"mnk": [9, 96, 160], "cfg": dict(tile, BM=16, BN=64, SPLIT_K=0, TMA=1, PERSIST=0)}]
+    assert_cases_pass(FIXUP_SCRIPT, KERNELS / "gemm_bf16" / "dispatch.py", cases, timeout=600)

@@ -8,6 +8,7 @@ techniques: [per-shape-dispatch, config-table, tensor-descriptors, tma, persiste
 params:
   TMA: [0, 1]
   PERSISTENT: [0, 1]
+  FIXUP: [0, 1]
 summary: One candidate for every M. forward() picks a configuration per shape from a table measured on the GPU (nearest measured shape in log space, M weighted most) and runs one of three paths, a GEMV for M <= 4, a pointer-load tile kernel or a TMA tile kernel, each optionally persistent with grouped tile order and split-K (fp32 partials, deterministic second-pass reduction).
 ---
 y = x @ w.T, x [M, K] and w [N, K] bf16 (both K-contiguous), fp32 accumulation, one bf16 rounding.
@@ -45,8 +46,17 @@ Paths:
   pipeliner overlap one tile's epilogue with the next tile's loads); otherwise one work item per
   program. Removes the tail wave when tiles are not a multiple of 132.
 - split-K: split s owns a contiguous BK-aligned run of K tiles, writes fp32 partials
-  [SPLIT, M, N]; `_splitk_reduce` sums them in fixed order (bit-reproducible, unlike atomics) and
-  rounds once to bf16. Partial traffic SPLIT * M * N * 8 bytes, a few % of the weight at M <= 64.
+  [SPLIT, M, N], and the splits are summed in fixed order (bit-reproducible, unlike atomics) and
+  rounded once to bf16. FIXUP 1 (the default) sums them inside the GEMM: after its partial each
+  program takes a ticket on its tile's counter (barrier, then an acq_rel atomic) and the one that
+  draws SPLIT - 1 reads the partials back through the L2 (.cg) in split order, stores bf16 and
+  resets the counter (a module buffer that stays zero between calls). FIXUP 0 sums them in a
+  second launch, `_splitk_reduce`, whose fp32 loads compile to scalar `ld.global.b32` (16 per
+  program, offline sm_90a) and which costs a launch against the 17-45 us of the split shapes
+  (M 1-256 in the table). Both give the same bits (tests/test_gemm_dispatch.py). Offline, the
+  fixup leaves shared memory unchanged and takes the 128 x 128 tiles from 90 to 130 registers
+  (their 196 KB of shared memory already hold one program per SM). Partial traffic
+  SPLIT * M * N * 8 bytes, a few % of the weight at M <= 64. Not yet timed on a GPU.
 - num_stages is clamped on the host so operand buffers ((BM + BN) * BK * 2 bytes per stage) plus
   the TMA store's buffer (BM * BN bytes in halves, else BM * BN * 2) stay under about 200 KB of
   the 227 KB of shared memory per block.
@@ -60,7 +70,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-AKA_PARAMS = {"TMA": 1, "PERSISTENT": 1}
+AKA_PARAMS = {"TMA": 1, "PERSISTENT": 1, "FIXUP": 1}
 
 _SMEM_BUDGET = 200 * 1024  # operand + epilogue buffers per block (H100/H200: 227 KB)
 # A GEMV program unrolls its reduction once per row: at 8 and 16 rows the sm_90 compile took 72 and
@@ -69,7 +79,7 @@ _SMEM_BUDGET = 200 * 1024  # operand + epilogue buffers per block (H100/H200: 22
 _GEMV_MAX_M = 4
 # Per-shape counts Triton would otherwise specialise on (== 1, % 16): one compile serves every
 # shape of a config, which is what lets the tuner try ~50 configs in its 120 s budget.
-_RUNTIME_INTS = ["M", "k_tiles_per_split", "n_work", "n_prog"]
+_RUNTIME_INTS = ["M", "k_tiles_per_split", "n_work", "n_prog", "split"]
 
 # --- dispatch table: scripts/bake_dispatch.py rewrites from here to the end marker ---
 _TABLE_SOURCE = 'tune.json: NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0, sha 1cf0c651b560, 2026-12-03T18:53:10+00:00, CUDA graph replay over rotating input sets (>= 3 x 60 MiB), median of replays / sets'
@@ -104,10 +114,30 @@ def _tile_coords(t, n_pm, n_pn, GROUP: tl.constexpr):
     return pm, pn
 
 
+@triton.jit
+def _fixup(acc, ws_ptr, c_ptr, cnt_ptr, tile, sid, split, rm, rn, M, N, s_cm, FIXUP: tl.constexpr):
+    """A split's fp32 partial into the workspace; with FIXUP, the last split of the tile to arrive
+    (a ticket on the tile's counter) sums all of them in split order, stores bf16 and resets the
+    counter: the same fixed-order sum as _splitk_reduce, without its launch or its DRAM re-read."""
+    cmask = (rm[:, None] < M) & (rn[None, :] < N)
+    tl.store(ws_ptr + (sid * M + rm).to(tl.int64)[:, None] * N + rn[None, :], acc, mask=cmask)
+    if FIXUP:
+        tl.debug_barrier()                                    # every thread's partial before the ticket
+        ticket = tl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu")
+        if ticket == split - 1:
+            out = tl.zeros_like(acc)
+            for s in range(0, split):
+                out += tl.load(ws_ptr + (s * M + rm).to(tl.int64)[:, None] * N + rn[None, :], mask=cmask,
+                               other=0.0, cache_modifier=".cg")
+            tl.store(c_ptr + rm.to(tl.int64)[:, None] * s_cm + rn[None, :], out.to(c_ptr.dtype.element_ty),
+                     mask=cmask)
+            tl.atomic_xchg(cnt_ptr + tile, 0)
+
+
 @triton.jit(do_not_specialize=_RUNTIME_INTS)
-def _mm_ptr(a_ptr, b_ptr, c_ptr, ws_ptr, M, N, K, s_am, s_bn, s_cm, k_tiles_per_split, n_work, n_prog,
-            BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr,
-            PARTIAL: tl.constexpr, EVEN_K: tl.constexpr):
+def _mm_ptr(a_ptr, b_ptr, c_ptr, ws_ptr, cnt_ptr, M, N, K, s_am, s_bn, s_cm, k_tiles_per_split, n_work, n_prog,
+            split, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr,
+            PARTIAL: tl.constexpr, EVEN_K: tl.constexpr, FIXUP: tl.constexpr):
     n_pm = tl.cdiv(M, BM)
     n_pn = tl.cdiv(N, BN)
     n_tiles = n_pm * n_pn
@@ -133,18 +163,18 @@ def _mm_ptr(a_ptr, b_ptr, c_ptr, ws_ptr, M, N, K, s_am, s_bn, s_cm, k_tiles_per_
                 a = tl.load(a_row + kk[None, :], mask=kk[None, :] < K, other=0.0)
                 b = tl.load(b_row + kk[:, None], mask=kk[:, None] < K, other=0.0)
             acc = tl.dot(a, b, acc)
-        cmask = (rm[:, None] < M) & (rn[None, :] < N)
         if not PARTIAL:
+            cmask = (rm[:, None] < M) & (rn[None, :] < N)
             tl.store(c_ptr + rm.to(tl.int64)[:, None] * s_cm + rn[None, :],
                      acc.to(c_ptr.dtype.element_ty), mask=cmask)
         else:
-            tl.store(ws_ptr + (sid * M + rm).to(tl.int64)[:, None] * N + rn[None, :], acc, mask=cmask)
+            _fixup(acc, ws_ptr, c_ptr, cnt_ptr, tile, sid, split, rm, rn, M, N, s_cm, FIXUP)
 
 
 @triton.jit(do_not_specialize=_RUNTIME_INTS)
-def _mm_tma(a_desc, b_desc, c_desc, ws_ptr, M, N, K, k_tiles_per_split, n_work, n_prog,
-            BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr,
-            PARTIAL: tl.constexpr, WS: tl.constexpr, SUBTILE: tl.constexpr):
+def _mm_tma(a_desc, b_desc, c_desc, c_ptr, ws_ptr, cnt_ptr, M, N, K, s_cm, k_tiles_per_split, n_work, n_prog,
+            split, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr,
+            PARTIAL: tl.constexpr, WS: tl.constexpr, SUBTILE: tl.constexpr, FIXUP: tl.constexpr):
     n_pm = tl.cdiv(M, BM)
     n_pn = tl.cdiv(N, BN)
     n_tiles = n_pm * n_pn
@@ -170,8 +200,7 @@ def _mm_tma(a_desc, b_desc, c_desc, ws_ptr, M, N, K, k_tiles_per_split, n_work, 
         else:
             rm = pm * BM + tl.arange(0, BM)
             rn = pn * BN + tl.arange(0, BN)
-            cmask = (rm[:, None] < M) & (rn[None, :] < N)
-            tl.store(ws_ptr + (sid * M + rm).to(tl.int64)[:, None] * N + rn[None, :], acc, mask=cmask)
+            _fixup(acc, ws_ptr, c_ptr, cnt_ptr, tile, sid, split, rm, rn, M, N, s_cm, FIXUP)
 
 
 @triton.jit(do_not_specialize=["M", "k_per_split"])
@@ -265,6 +294,18 @@ def _stages(bm, bn, bk, wanted, epilogue_bytes):
     return max(1, min(wanted, (_SMEM_BUDGET - epilogue_bytes) // per_stage))
 
 
+_COUNTERS = {}  # device -> int32 tickets per output tile for the split-K fixup; zero between calls
+
+
+def _counters(n, device):
+    """The module's ticket buffer (zeroed once; every fixup leaves its tile's counter at zero)."""
+    buf = _COUNTERS.get(device)
+    if buf is None or buf.numel() < n:
+        buf = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
+        _COUNTERS[device] = buf
+    return buf
+
+
 def _reduce(ws, y, split):
     M, N = y.shape
     block = 1024
@@ -272,8 +313,11 @@ def _reduce(ws, y, split):
                                                  num_warps=4)
 
 
-def gemm(x, w, cfg, allow_tma=True, allow_persistent=True):
-    """y = x @ w.T with one configuration (the tuner calls this directly)."""
+def gemm(x, w, cfg, allow_tma=True, allow_persistent=True, fixup=None):
+    """y = x @ w.T with one configuration (the tuner calls this directly). fixup: the split-K sum in
+    the GEMM's last split per tile (default: cfg's FIXUP, else AKA_PARAMS') or a second launch."""
+    if fixup is None:
+        fixup = bool(cfg.get("FIXUP", AKA_PARAMS.get("FIXUP", 1)))
     if x.stride(-1) != 1:
         x = x.contiguous()
     if w.stride(-1) != 1:
@@ -302,20 +346,22 @@ def gemm(x, w, cfg, allow_tma=True, allow_persistent=True):
     n_work = n_tiles * split
     n_prog = min(n_work, n_sm * cfg.get("OCC", 1)) if (cfg.get("PERSIST") and allow_persistent) else n_work
     ws = torch.empty((split, M, N), dtype=torch.float32, device=x.device) if split > 1 else y
+    fix = fixup and split > 1
+    cnt = _counters(n_tiles, x.device) if fix else ws
     use_tma = bool(cfg.get("TMA")) and allow_tma and _tma_ok(x, w, y)
     if use_tma:
         subtile = bn >= 128
         epi = (bm * bn * 2 // (2 if subtile else 1)) if split == 1 else 0
         _mm_tma[(n_prog,)](TensorDescriptor.from_tensor(x, [bm, bk]), TensorDescriptor.from_tensor(w, [bn, bk]),
-                           TensorDescriptor.from_tensor(y, [bm, bn // 2 if subtile else bn]), ws, M, N, K, per,
-                           n_work, n_prog, BM=bm, BN=bn, BK=bk, GROUP=cfg["GROUP"], PARTIAL=split > 1,
-                           WS=bool(cfg.get("WS")), SUBTILE=subtile,
+                           TensorDescriptor.from_tensor(y, [bm, bn // 2 if subtile else bn]), y, ws, cnt, M, N, K,
+                           y.stride(0), per, n_work, n_prog, split, BM=bm, BN=bn, BK=bk, GROUP=cfg["GROUP"],
+                           PARTIAL=split > 1, WS=bool(cfg.get("WS")), SUBTILE=subtile, FIXUP=fix,
                            num_warps=cfg["num_warps"], num_stages=_stages(bm, bn, bk, cfg["num_stages"], epi))
     else:
-        _mm_ptr[(n_prog,)](x, w, y, ws, M, N, K, x.stride(0), w.stride(0), y.stride(0), per, n_work, n_prog,
-                           BM=bm, BN=bn, BK=bk, GROUP=cfg["GROUP"], PARTIAL=split > 1, EVEN_K=(K % bk == 0),
-                           num_warps=cfg["num_warps"], num_stages=_stages(bm, bn, bk, cfg["num_stages"], 0))
-    if split > 1:
+        _mm_ptr[(n_prog,)](x, w, y, ws, cnt, M, N, K, x.stride(0), w.stride(0), y.stride(0), per, n_work, n_prog,
+                           split, BM=bm, BN=bn, BK=bk, GROUP=cfg["GROUP"], PARTIAL=split > 1, EVEN_K=(K % bk == 0),
+                           FIXUP=fix, num_warps=cfg["num_warps"], num_stages=_stages(bm, bn, bk, cfg["num_stages"], 0))
+    if split > 1 and not fix:
         _reduce(ws, y, split)
     return y
 
@@ -327,4 +373,5 @@ class ModelNew(nn.Module):
     def forward(self, x, w):
         M, K = x.shape
         cfg = pick_config(M, w.shape[0], K)
-        return gemm(x, w, cfg, allow_tma=bool(AKA_PARAMS["TMA"]), allow_persistent=bool(AKA_PARAMS["PERSISTENT"]))
+        return gemm(x, w, cfg, allow_tma=bool(AKA_PARAMS["TMA"]), allow_persistent=bool(AKA_PARAMS["PERSISTENT"]),
+                    fixup=bool(AKA_PARAMS["FIXUP"]))
