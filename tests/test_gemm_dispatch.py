@@ -202,3 +202,32 @@ def test_split_k_fixup_is_bit_identical_to_the_reduce_launch_and_resets_its_tick
              {"mnk": [40, 64, 256], "cfg": dict(tile, BM=16, BN=32, SPLIT_K=4, TMA=1, PERSIST=1)},
              {"mnk": [9, 96, 160], "cfg": dict(tile, BM=16, BN=64, SPLIT_K=0, TMA=1, PERSIST=0)}]
     assert_cases_pass(FIXUP_SCRIPT, KERNELS / "gemm_bf16" / "dispatch.py", cases, timeout=600)
+
+
+FP8_FIXUP_SCRIPT = r"""
+import json, sys, torch
+from aka.evaluate.interp_fix import install
+install()
+from aka.evaluate.loader import import_file
+k = import_file(sys.argv[1], "_fp8_fixup")
+for case in json.loads(sys.argv[2]):
+    torch.manual_seed(6)
+    M, N, K = case["mnk"]
+    a = torch.randn(M, K).to(torch.float8_e4m3fn)
+    b = torch.randn(N, K).to(torch.float8_e4m3fn)
+    sa = torch.rand(M, K // 128) + 0.5
+    sb = torch.rand(N // 128, K // 128) + 0.5
+    two_pass = k.gemm(a, sa, b, sb, case["cfg"], fixup=False)
+    fused = k.gemm(a, sa, b, sb, case["cfg"], fixup=True)
+    cnt = k._COUNTERS.get(a.device)
+    ok = torch.equal(fused, two_pass) and cnt is not None and int(cnt.abs().sum()) == 0
+    print(json.dumps({"case": case, "ok": ok}), flush=True)
+"""
+
+
+def test_fp8_split_k_fixup_is_bit_identical_to_the_reduce_launch():
+    from tests.interp_cases import assert_cases_pass
+    tile = {"path": "tile", "BM": 16, "BN": 64, "GROUP": 2, "num_warps": 4, "num_stages": 2, "OCC": 1}
+    cases = [{"mnk": [19, 256, 512], "cfg": dict(tile, SPLIT_K=4, TMA=0, PERSIST=1)},
+             {"mnk": [19, 256, 512], "cfg": dict(tile, SPLIT_K=0, TMA=1, PERSIST=0)}]
+    assert_cases_pass(FP8_FIXUP_SCRIPT, KERNELS / "fp8_block_scaled_gemm" / "dispatch.py", cases, timeout=600)

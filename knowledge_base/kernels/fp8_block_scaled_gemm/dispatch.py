@@ -8,6 +8,7 @@ techniques: [per-shape-dispatch, config-table, block-scaled-fp8, per-group-scali
 params:
   TMA: [0, 1]
   PERSISTENT: [0, 1]
+  FIXUP: [0, 1]
 summary: One candidate for every M of the DeepSeek-V3 block-scaled fp8 GEMM. forward() picks a configuration per shape from a table measured on the GPU (nearest measured shape) and runs a GEMV for M <= 4 or a tile kernel with pointer or TMA loads, optionally persistent with grouped order and split-K over whole 128-wide scale groups.
 ---
 y = (a * a_scale) @ (b * b_scale).T: a [M, K] e4m3 with one fp32 scale per token per 128-wide K
@@ -33,7 +34,10 @@ Paths:
   boxes, the layout 8-bit wgmma requires) zero-fill edges and the bf16 tile is stored by TMA (two [BM, BN/2] halves at BN >= 128).
 - persistent: grid = min(work, SMs x OCC), a strided walk over tiles x splits.
 - split-K: split s owns whole K groups (no scale straddles two splits); fp32 partials
-  [SPLIT, M, N] reduced in fixed order by `_splitk_reduce`, one bf16 rounding.
+  [SPLIT, M, N] summed in fixed order, one bf16 rounding: with FIXUP 1 (default) by the last split
+  of each tile to arrive (a ticket counter; kernels/gemm_bf16/dispatch has the details), with
+  FIXUP 0 by a second launch, `_splitk_reduce`. The table's decode rows (M 1-64, 8-47 us) take
+  automatic splits: the fixup saves a launch against their 8-47 us. Not yet timed.
 - num_stages clamped so (BM + BN) * 128 bytes per stage plus the TMA store's BM * BN * 2 bytes
   stay under about 200 KB of shared memory; int64 row offsets.
 """
@@ -45,7 +49,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-AKA_PARAMS = {"TMA": 1, "PERSISTENT": 1}
+AKA_PARAMS = {"TMA": 1, "PERSISTENT": 1, "FIXUP": 1}
 
 QBLOCK = 128                 # DeepSeek-V3 weight_block_size; also the activation group width
 _SMEM_BUDGET = 200 * 1024
@@ -55,7 +59,7 @@ _SMEM_BUDGET = 200 * 1024
 _GEMV_MAX_M = 4
 # Per-shape counts and scale strides (K/128 is 56 at K 7168, 144 at 18432) Triton would otherwise
 # specialise on (== 1, % 16): one compile per config serves every shape.
-_RUNTIME_INTS = ["M", "groups_per_split", "n_work", "n_prog", "s_asm", "s_ask", "s_bsn", "s_bsk"]
+_RUNTIME_INTS = ["M", "groups_per_split", "n_work", "n_prog", "split", "s_asm", "s_ask", "s_bsn", "s_bsk"]
 
 # --- dispatch table: scripts/bake_dispatch.py rewrites from here to the end marker ---
 _TABLE_SOURCE = 'gemm_tune.json: NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0, sha 1cf0c651b560, 2026-12-03T18:33:14+00:00, CUDA graph replay over rotating input sets (>= 3 x 60 MiB), median of replays / sets'
@@ -99,11 +103,31 @@ def _weight_scale(bs_ptr, pn, rn, kt, N, s_bsn, s_bsk, BN: tl.constexpr, BK: tl.
         return tl.load(bs_ptr + ((rn % N) // BK) * s_bsn + kt * s_bsk)[None, :]
 
 
+@triton.jit
+def _fixup(acc, ws_ptr, c_ptr, cnt_ptr, tile, sid, split, rm, rn, M, N, s_cm, FIXUP: tl.constexpr):
+    """A split's fp32 partial into the workspace; with FIXUP, the last split of the tile to arrive
+    (a ticket on the tile's counter) sums all of them in split order, stores bf16 and resets the
+    counter: the same fixed-order sum as _splitk_reduce, without its launch or its DRAM re-read."""
+    cmask = (rm[:, None] < M) & (rn[None, :] < N)
+    tl.store(ws_ptr + (sid * M + rm).to(tl.int64)[:, None] * N + rn[None, :], acc, mask=cmask)
+    if FIXUP:
+        tl.debug_barrier()                                    # every thread's partial before the ticket
+        ticket = tl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu")
+        if ticket == split - 1:
+            out = tl.zeros_like(acc)
+            for s in range(0, split):
+                out += tl.load(ws_ptr + (s * M + rm).to(tl.int64)[:, None] * N + rn[None, :], mask=cmask,
+                               other=0.0, cache_modifier=".cg")
+            tl.store(c_ptr + rm.to(tl.int64)[:, None] * s_cm + rn[None, :], out.to(c_ptr.dtype.element_ty),
+                     mask=cmask)
+            tl.atomic_xchg(cnt_ptr + tile, 0)
+
+
 @triton.jit(do_not_specialize=_RUNTIME_INTS)
-def _fp8_mm_ptr(a_ptr, b_ptr, c_ptr, ws_ptr, as_ptr, bs_ptr, M, N, K, s_am, s_bn, s_cm,
-                s_asm, s_ask, s_bsn, s_bsk, groups_per_split, n_work, n_prog,
+def _fp8_mm_ptr(a_ptr, b_ptr, c_ptr, ws_ptr, cnt_ptr, as_ptr, bs_ptr, M, N, K, s_am, s_bn, s_cm,
+                s_asm, s_ask, s_bsn, s_bsk, groups_per_split, n_work, n_prog, split,
                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr,
-                PARTIAL: tl.constexpr, EVEN_K: tl.constexpr, ONE_SB: tl.constexpr):
+                PARTIAL: tl.constexpr, EVEN_K: tl.constexpr, ONE_SB: tl.constexpr, FIXUP: tl.constexpr):
     n_pm = tl.cdiv(M, BM)
     n_pn = tl.cdiv(N, BN)
     n_tiles = n_pm * n_pn
@@ -133,19 +157,19 @@ def _fp8_mm_ptr(a_ptr, b_ptr, c_ptr, ws_ptr, as_ptr, bs_ptr, M, N, K, s_am, s_bn
             sa = tl.load(sa_row + kt * s_ask)
             sb = _weight_scale(bs_ptr, pn, rn, kt, N, s_bsn, s_bsk, BN, BK, ONE_SB)
             acc += tl.dot(a, b) * (sa[:, None] * sb)   # fresh fp32 dot: promotion every 128
-        cmask = (rm[:, None] < M) & (rn[None, :] < N)
         if not PARTIAL:
+            cmask = (rm[:, None] < M) & (rn[None, :] < N)
             tl.store(c_ptr + rm.to(tl.int64)[:, None] * s_cm + rn[None, :],
                      acc.to(c_ptr.dtype.element_ty), mask=cmask)
         else:
-            tl.store(ws_ptr + (sid * M + rm).to(tl.int64)[:, None] * N + rn[None, :], acc, mask=cmask)
+            _fixup(acc, ws_ptr, c_ptr, cnt_ptr, tile, sid, split, rm, rn, M, N, s_cm, FIXUP)
 
 
 @triton.jit(do_not_specialize=_RUNTIME_INTS)
-def _fp8_mm_tma(a_desc, b_desc, c_desc, ws_ptr, as_ptr, bs_ptr, M, N, K, s_asm, s_ask, s_bsn, s_bsk,
-                groups_per_split, n_work, n_prog,
+def _fp8_mm_tma(a_desc, b_desc, c_desc, c_ptr, ws_ptr, cnt_ptr, as_ptr, bs_ptr, M, N, K, s_cm, s_asm, s_ask,
+                s_bsn, s_bsk, groups_per_split, n_work, n_prog, split,
                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr,
-                PARTIAL: tl.constexpr, ONE_SB: tl.constexpr, SUBTILE: tl.constexpr):
+                PARTIAL: tl.constexpr, ONE_SB: tl.constexpr, SUBTILE: tl.constexpr, FIXUP: tl.constexpr):
     n_pm = tl.cdiv(M, BM)
     n_pn = tl.cdiv(N, BN)
     n_tiles = n_pm * n_pn
@@ -174,8 +198,7 @@ def _fp8_mm_tma(a_desc, b_desc, c_desc, ws_ptr, as_ptr, bs_ptr, M, N, K, s_asm, 
             else:
                 c_desc.store([pm * BM, pn * BN], acc.to(c_desc.dtype))
         else:
-            cmask = (rm[:, None] < M) & (rn[None, :] < N)
-            tl.store(ws_ptr + (sid * M + rm).to(tl.int64)[:, None] * N + rn[None, :], acc, mask=cmask)
+            _fixup(acc, ws_ptr, c_ptr, cnt_ptr, tile, sid, split, rm, rn, M, N, s_cm, FIXUP)
 
 
 @triton.jit(do_not_specialize=["M", "groups_per_split", "s_asm", "s_ask", "s_bsn", "s_bsk"])
@@ -270,14 +293,30 @@ def _tma_ok(*tensors):
     return all(t.data_ptr() % 16 == 0 and (t.stride(0) * t.element_size()) % 16 == 0 for t in tensors)
 
 
+_COUNTERS = {}  # device -> int32 tickets per output tile for the split-K fixup; zero between calls
+
+
+def _counters(n, device):
+    """The module's ticket buffer (zeroed once; every fixup leaves its tile's counter at zero)."""
+    buf = _COUNTERS.get(device)
+    if buf is None or buf.numel() < n:
+        buf = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
+        _COUNTERS[device] = buf
+    return buf
+
+
 def _reduce(ws, y, split):
     M, N = y.shape
     block = 1024
     _splitk_reduce[(triton.cdiv(M * N, block),)](ws, y, M * N, N, y.stride(0), split, BLOCK=block, num_warps=4)
 
 
-def gemm(a, a_scale, b, b_scale, cfg, allow_tma=True, allow_persistent=True):
-    """y = (a * a_scale) @ (b * b_scale).T with one configuration (the tuner calls this directly)."""
+def gemm(a, a_scale, b, b_scale, cfg, allow_tma=True, allow_persistent=True, fixup=None):
+    """y = (a * a_scale) @ (b * b_scale).T with one configuration (the tuner calls this directly).
+    fixup: the split-K sum in the GEMM's last split per tile (default: cfg's FIXUP, else
+    AKA_PARAMS') or a second launch."""
+    if fixup is None:
+        fixup = bool(cfg.get("FIXUP", AKA_PARAMS.get("FIXUP", 1)))
     if a.stride(-1) != 1:
         a = a.contiguous()
     if b.stride(-1) != 1:
@@ -308,6 +347,8 @@ def gemm(a, a_scale, b, b_scale, cfg, allow_tma=True, allow_persistent=True):
     n_work = n_tiles * split
     n_prog = min(n_work, n_sm * cfg.get("OCC", 1)) if (cfg.get("PERSIST") and allow_persistent) else n_work
     ws = torch.empty((split, M, N), dtype=torch.float32, device=a.device) if split > 1 else y
+    fix = fixup and split > 1
+    cnt = _counters(n_tiles, a.device) if fix else ws
     one_sb = QBLOCK % bn == 0
     use_tma = bool(cfg.get("TMA")) and allow_tma and _tma_ok(a, b, y)
     subtile = bn >= 128
@@ -316,16 +357,16 @@ def gemm(a, a_scale, b, b_scale, cfg, allow_tma=True, allow_persistent=True):
     if use_tma:
         _fp8_mm_tma[(n_prog,)](TensorDescriptor.from_tensor(a, [bm, QBLOCK]),
                                TensorDescriptor.from_tensor(b, [bn, QBLOCK]),
-                               TensorDescriptor.from_tensor(y, [bm, bn // 2 if subtile else bn]), ws, a_scale,
-                               b_scale, M, N, K, *scale_strides, per, n_work, n_prog, BM=bm, BN=bn, BK=QBLOCK,
-                               GROUP=cfg["GROUP"], PARTIAL=split > 1, ONE_SB=one_sb, SUBTILE=subtile,
-                               num_warps=cfg["num_warps"], num_stages=stages)
+                               TensorDescriptor.from_tensor(y, [bm, bn // 2 if subtile else bn]), y, ws, cnt,
+                               a_scale, b_scale, M, N, K, y.stride(0), *scale_strides, per, n_work, n_prog, split,
+                               BM=bm, BN=bn, BK=QBLOCK, GROUP=cfg["GROUP"], PARTIAL=split > 1, ONE_SB=one_sb,
+                               SUBTILE=subtile, FIXUP=fix, num_warps=cfg["num_warps"], num_stages=stages)
     else:
-        _fp8_mm_ptr[(n_prog,)](a, b, y, ws, a_scale, b_scale, M, N, K, a.stride(0), b.stride(0), y.stride(0),
-                               *scale_strides, per, n_work, n_prog, BM=bm, BN=bn, BK=QBLOCK,
+        _fp8_mm_ptr[(n_prog,)](a, b, y, ws, cnt, a_scale, b_scale, M, N, K, a.stride(0), b.stride(0), y.stride(0),
+                               *scale_strides, per, n_work, n_prog, split, BM=bm, BN=bn, BK=QBLOCK,
                                GROUP=cfg["GROUP"], PARTIAL=split > 1, EVEN_K=(K % QBLOCK == 0), ONE_SB=one_sb,
-                               num_warps=cfg["num_warps"], num_stages=stages)
-    if split > 1:
+                               FIXUP=fix, num_warps=cfg["num_warps"], num_stages=stages)
+    if split > 1 and not fix:
         _reduce(ws, y, split)
     return y
 
@@ -338,4 +379,4 @@ class ModelNew(nn.Module):
         M, K = a.shape
         cfg = pick_config(M, b.shape[0], K)
         return gemm(a, a_scale, b, b_scale, cfg, allow_tma=bool(AKA_PARAMS["TMA"]),
-                    allow_persistent=bool(AKA_PARAMS["PERSISTENT"]))
+                    allow_persistent=bool(AKA_PARAMS["PERSISTENT"]), fixup=bool(AKA_PARAMS["FIXUP"]))
