@@ -178,15 +178,19 @@ k = import_file(sys.argv[1], "_gemm_fixup")
 for case in json.loads(sys.argv[2]):
     torch.manual_seed(5)
     M, N, K = case["mnk"]
-    x = torch.randn(M, K, dtype=torch.bfloat16)
-    w = torch.randn(N, K, dtype=torch.bfloat16)
-    two_pass = k.gemm(x, w, case["cfg"], fixup=False)
-    fused = k.gemm(x, w, case["cfg"], fixup=True)
-    again = k.gemm(x, w, case["cfg"], fixup=True)
-    want = (x.float() @ w.float().T)
-    cnt = k._COUNTERS.get(x.device)
+    if case.get("fp8"):   # fp8_block_scaled_gemm: 1x128 activation and 128x128 weight scales
+        args = (torch.randn(M, K).to(torch.float8_e4m3fn), torch.rand(M, K // 128) + 0.5,
+                torch.randn(N, K).to(torch.float8_e4m3fn), torch.rand(N // 128, K // 128) + 0.5)
+        want = None
+    else:
+        args = (torch.randn(M, K, dtype=torch.bfloat16), torch.randn(N, K, dtype=torch.bfloat16))
+        want = args[0].float() @ args[1].float().T
+    two_pass = k.gemm(*args, case["cfg"], fixup=False)
+    fused = k.gemm(*args, case["cfg"], fixup=True)
+    again = k.gemm(*args, case["cfg"], fixup=True)
+    cnt = k._COUNTERS.get(two_pass.device)
     ok = (torch.equal(fused, two_pass) and torch.equal(again, fused) and cnt is not None and int(cnt.abs().sum()) == 0
-          and torch.allclose(fused.float(), want, rtol=2e-2, atol=0.25))
+          and (want is None or torch.allclose(fused.float(), want, rtol=2e-2, atol=0.25)))
     print(json.dumps({"case": case, "ok": ok}), flush=True)
 """
 
@@ -194,7 +198,8 @@ for case in json.loads(sys.argv[2]):
 def test_split_k_fixup_is_bit_identical_to_the_reduce_launch_and_resets_its_tickets():
     """The last split of a tile sums every split's partial in split order (fused) exactly as the
     second launch does; the ticket counters are zero after every call (programs run in a shuffled
-    order under the interpreter, so the last to arrive varies)."""
+    order under the interpreter, so the last to arrive varies). Both dispatch kernels, the pointer
+    and TMA paths, persistent or not."""
     from tests.interp_cases import assert_cases_pass
     tile = {"path": "tile", "BK": 32, "GROUP": 2, "num_warps": 4, "num_stages": 2, "WS": 0, "OCC": 1}
     cases = [{"mnk": [37, 72, 200], "cfg": dict(tile, BM=16, BN=32, SPLIT_K=3, TMA=0, PERSIST=1)},
@@ -202,32 +207,7 @@ def test_split_k_fixup_is_bit_identical_to_the_reduce_launch_and_resets_its_tick
              {"mnk": [40, 64, 256], "cfg": dict(tile, BM=16, BN=32, SPLIT_K=4, TMA=1, PERSIST=1)},
              {"mnk": [9, 96, 160], "cfg": dict(tile, BM=16, BN=64, SPLIT_K=0, TMA=1, PERSIST=0)}]
     assert_cases_pass(FIXUP_SCRIPT, KERNELS / "gemm_bf16" / "dispatch.py", cases, timeout=600)
-
-
-FP8_FIXUP_SCRIPT = r"""
-import json, sys, torch
-from aka.evaluate.interp_fix import install
-install()
-from aka.evaluate.loader import import_file
-k = import_file(sys.argv[1], "_fp8_fixup")
-for case in json.loads(sys.argv[2]):
-    torch.manual_seed(6)
-    M, N, K = case["mnk"]
-    a = torch.randn(M, K).to(torch.float8_e4m3fn)
-    b = torch.randn(N, K).to(torch.float8_e4m3fn)
-    sa = torch.rand(M, K // 128) + 0.5
-    sb = torch.rand(N // 128, K // 128) + 0.5
-    two_pass = k.gemm(a, sa, b, sb, case["cfg"], fixup=False)
-    fused = k.gemm(a, sa, b, sb, case["cfg"], fixup=True)
-    cnt = k._COUNTERS.get(a.device)
-    ok = torch.equal(fused, two_pass) and cnt is not None and int(cnt.abs().sum()) == 0
-    print(json.dumps({"case": case, "ok": ok}), flush=True)
-"""
-
-
-def test_fp8_split_k_fixup_is_bit_identical_to_the_reduce_launch():
-    from tests.interp_cases import assert_cases_pass
-    tile = {"path": "tile", "BM": 16, "BN": 64, "GROUP": 2, "num_warps": 4, "num_stages": 2, "OCC": 1}
-    cases = [{"mnk": [19, 256, 512], "cfg": dict(tile, SPLIT_K=4, TMA=0, PERSIST=1)},
-             {"mnk": [19, 256, 512], "cfg": dict(tile, SPLIT_K=0, TMA=1, PERSIST=0)}]
-    assert_cases_pass(FP8_FIXUP_SCRIPT, KERNELS / "fp8_block_scaled_gemm" / "dispatch.py", cases, timeout=600)
+    fp8 = dict(tile, BM=16, BN=64, OCC=1)
+    cases = [{"fp8": 1, "mnk": [19, 256, 512], "cfg": dict(fp8, SPLIT_K=4, TMA=0, PERSIST=1)},
+             {"fp8": 1, "mnk": [19, 256, 512], "cfg": dict(fp8, SPLIT_K=0, TMA=1, PERSIST=0)}]
+    assert_cases_pass(FIXUP_SCRIPT, KERNELS / "fp8_block_scaled_gemm" / "dispatch.py", cases, timeout=600)
