@@ -19,6 +19,12 @@ num_warps = min(max_warps, BLOCK_H / 512), and at least BLOCK_H / 2048: with the
 resident, a 16384-wide row at 4 warps would spill (sm_90 compile: 255 registers + stack).
 On CPU (the Triton interpreter) the machine is taken as 2 SMs so the grid-stride loop runs
 several trips on the small shapes.
+
+When to use it: long prefills (thousands of rows), where a program per row would reload and
+convert the norm weight every time: here each resident program converts it to fp32 once and
+keeps it for all its rows. At decode (tens of tokens) it launches one program per row and
+matches `row_tile`, the simpler choice there; rows too wide for registers go to
+`chunked_three_pass`.
 """
 import torch
 import torch.nn as nn

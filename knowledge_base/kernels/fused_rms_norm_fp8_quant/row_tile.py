@@ -28,6 +28,14 @@ rows each), 64 x 2048 as 16 (4 rows each) and 128 x 4096 as 64; now 32, 64 and 1
 (num_warps follows the tile: 8 and 4 instead of 16). Prefill grids are unchanged (2048 x 4096: 1024
 programs of 2 rows). On CPU (the interpreter) the machine is taken as one SM. Prediction
 (unmeasured): the 16-128-token shapes of 2048-4096 columns get faster; nothing else moves.
+
+When to use it: the default for the norm in front of an FP8 linear layer (FP8 checkpoints of
+Llama-style models with dynamic activation scales), from decode batches to medium prefills with
+hidden sizes up to 16384. Separate norm and quant kernels write the bf16 normalised activations
+and read them back, and round y to bf16 before the abs-max; here the GEMM's e4m3 input and its
+scales come straight from x. Siblings: `persistent` for long prefills (weight kept
+in registers across rows), `chunked_three_pass` when the row is too wide for registers. The
+residual add is not fused here (inputs are x and the weight only).
 """
 import torch
 import torch.nn as nn

@@ -17,6 +17,15 @@ rewritten exactly as 0.5 * (1 + tanh(a)) = sigmoid(2a), so gelu_tanh(g) = g / (1
 a = sqrt(2/pi) * (g + 0.044715 g^3): one exp and one divide per element, no overflow (exp of
 +inf gives g / inf = -0 for large negative g, the right limit). The constant stays fp32.
 Row offsets int64 (T * 2I reaches 2**28 here).
+
+When to use it: the plain reference GeGLU kernel for the MLP of tanh-GELU models (Gemma 1/2/3's
+gelu_pytorch_tanh), one program per row and column block, and the one to copy the activation
+math from. A GeGLU kernel that streams the same bytes as SwiGLU but reaches clearly lower TB/s
+on the same shape is paying for its math (a libdevice tanh, or tanh built from two exps); this
+form costs one exp and one divide per element and keeps the op memory-bound. A hand-written tanh
+that returns NaN for large gate values is the other symptom it removes. Its grid order (rows on
+the fastest-walked axis) lost to torch.compile on large prefill shapes: `rowmajor` keeps the
+math and fixes the order, `persistent` and `row_tile2d` change the work per program.
 """
 import torch
 import torch.nn as nn

@@ -19,6 +19,13 @@ grid-stride stream needs to stay near copy speed. Adjacent programs take adjacen
 wave still sweeps memory contiguously. Math as in the grid2d family:
 gelu_tanh(g) = g / (1 + exp(-2a)), a = sqrt(2/pi) (g + 0.044715 g^3), fp32, one rounding.
 On CPU (the Triton interpreter) the machine is taken as 2 SMs so the loop runs several trips.
+
+When to use it: very large GeGLU activations (long prefills, 8k-32k tokens times a wide
+intermediate size) where the one-program-per-tile siblings launch 10^4-10^5 short programs and a
+profile shows block-scheduling overhead and a ragged last wave. A fixed grid of a few programs
+per SM loops over the tiles instead. Same tanh-GELU math as grid2d and rowmajor (tanh computed
+through a sigmoid, one exp and one divide, fp32); at decode the tile count is small and it is no
+better than they are.
 """
 import torch
 import torch.nn as nn

@@ -21,6 +21,13 @@ H200 results (timing v4, session 6), where torch.compile was faster at 6 of 8 la
   one block in three.
 Prediction: at or above compile at every large shape. Row offsets int64; the 1-D grid has no
 65535 limit on either factor.
+
+When to use it: the default GeGLU (tanh-GELU times up) choice at prefill, thousands of tokens
+with intermediate sizes such as 2688-24576, and the fix when a 2-D grid GeGLU kernel trails
+torch.compile there. It computes tanh-GELU through the sigmoid identity like grid2d, so it stays
+memory-bound at SwiGLU's bandwidth; it differs only in the launch: programs in flight read
+neighbouring memory, and narrower blocks waste less of the last masked block when the width is
+not a multiple of 2048.
 """
 import torch
 import torch.nn as nn

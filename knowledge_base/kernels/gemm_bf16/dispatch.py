@@ -61,6 +61,13 @@ Paths:
   the TMA store's buffer (BM * BN bytes in halves, else BM * BN * 2) stay under about 200 KB of
   the 227 KB of shared memory per block.
 - int64 row offsets: M * K reaches 16384 * 3584, 32k-token prefills go past 2**31.
+
+When to use it: the one bf16 linear-layer kernel to ship when the same projection sees every
+token count, from single-token decode to long prefill chunks. A decode batch of a few tokens is
+a weight read, so K is cut into slices and all SMs share the weight stream (the GEMV path for up
+to four rows); large batches get big TMA-fed tiles in grouped order on a persistent grid. Its siblings each cover one end:
+`splitk_small_m` the decode batches, `grouped_tiles` the prefill GEMMs. The table only helps on
+a GPU where it was measured; elsewhere the heuristic M buckets decide.
 """
 import functools
 

@@ -33,6 +33,12 @@ Design:
 - num_stages clamped on the host to about 200 KB of operand buffers (227 KB per block on Hopper).
 Correct for every shape (the prefill shapes too), but at M >= 512 the small tiles re-read w
 M/BM times: use kernels/gemm_bf16/grouped_tiles there.
+
+When to use it: the linear layers of token-by-token generation, a few to a few hundred tokens
+against a large weight (q/k/v/o, gate/up and down projections of 8B-70B models, where K reaches
+14336 or more). The symptom it fixes: a prefill-style GEMM at such a batch runs far below the
+weight-read bandwidth, with large MMA tiles mostly padding and fewer output tiles than SMs, each
+busy program walking all of K alone. Splitting K puts every SM on its own slice of the weight.
 """
 import torch
 import torch.nn as nn

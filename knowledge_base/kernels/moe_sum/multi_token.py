@@ -9,8 +9,15 @@ params:
   TOKENS_PER_PROG: [1, 2, 4, 8]
   BH: [512, 1024, 2048]
   num_warps: [4, 8]
-summary: TOKENS_PER_PROG tokens per program, an unrolled loop over the k expert rows with scalar weights, fp32 [BH] accumulator per token.
+summary: TOKENS_PER_PROG tokens per program, an unrolled loop over the k expert rows with scalar routing weights, fp32 [BH] accumulator per token.
 ---
+What it does: out[t] = s * sum_j w[t, j] * e[t, j, :], the weighted sum of a token's top-k
+expert rows after the experts' down projection ([T, k, H], adjacent rows), in fp32 with one
+rounding to bf16. Pick it over `tile2d` when k is not a power of two (k = 6 in
+DeepSeek-V2-Lite, k = 10 in Qwen3-Next), where a [k, BH] tile would carry masked padding rows,
+or when registers are tight; pick it at prefill, where several tokens per program cut the number
+of programs.
+
 The other way round from the [k, BH] tile: the k loop is unrolled at compile time (K is a
 constexpr), each iteration a scalar weight load and a [BH] row load, so there is no padded tile
 for k = 10 (Qwen3-Next) and register use does not grow with KP. Several tokens per program amortise

@@ -8,8 +8,14 @@ techniques: [k-rows-as-one-tile, row-major-grid, fp32-accumulation, vectorized-a
 params:
   BH: [256, 512, 1024, 2048]
   num_warps: [2, 4, 8]
-summary: 1-D grid over (token, column block) walked row-major; the token's k expert rows loaded as one [KP, BH] tile, weighted and reduced along k in fp32.
+summary: 1-D grid over (token, column block) walked row-major; the token's k expert rows loaded as one [KP, BH] tile, weighted by the routing weights and reduced along k in fp32.
 ---
+When to use it: the default top-k combine after the expert GEMMs for power-of-two k (8 experts per
+token in DeepSeek-V3, Qwen3-30B-A3B, Mixtral's 2), from decode to prefill: all k rows of a token
+are requested at once, so the reduction waits for one memory latency, not k. Siblings:
+`multi_token` loops over k (no padded rows for odd k), `persistent` strides a fixed grid over
+the tiles for very long prefills.
+
 All k row loads of a program are issued at once (one [KP, BH] tile, KP = next_pow2(k), padded rows
 masked), so their latencies overlap instead of serialising behind each FMA. The k routing weights
 are one [KP] vector load. Reduction order matches the reference (sum over k, then the scale), one

@@ -18,6 +18,15 @@ logit puts every other expert's probability at 0). Weights are exp(x - max) / su
 then divided by their own sum when renormalising. All k rounds work on the register tile, BT
 tokens at once, so the k dependent reductions are paid once per BT tokens. Padding lanes are
 -inf and never win. BT is capped at 1024 x num_warps / BE tokens (32 logits per thread; E 512 at 4 warps gives 8).
+
+When to use it: the MoE router (gate logits -> top-k expert ids and their softmax weights) when k
+is small next to the expert count, e.g. 2 of 8 (Mixtral) or 8 of 64-128 (Qwen3 MoE): k
+max-reductions over the register tile are cheaper than a full sorting network, and the code is
+the easiest to check. It is also the one to start from when routing disagrees with the reference
+only on some tokens: bf16 logits often hold exact ties, and a selection that does not take the
+lowest id among equal values, or that selects on probabilities that underflowed to zero, picks
+other experts there and so gets their weights wrong. `packed_topk` gives the same order with one
+bitonic network, better for large k over hundreds of experts.
 """
 import torch
 import torch.nn as nn

@@ -9,7 +9,7 @@ params:
   BN: [16, 32, 64, 128]
   num_warps: [2, 4, 8]
   num_stages: [1, 2, 3, 4]
-summary: PagedAttention-v1-style decode. One program per (sequence, KV head) walks the whole context with an online softmax over gathered BN-token K/V tiles, the GQA group's query heads as MMA rows, and writes bf16 output directly (one launch, no partials).
+summary: PagedAttention-v1-style decode for large batches. One program per (sequence, KV head) walks the whole context with an online softmax over gathered BN-token K/V tiles, the GQA group's query heads as MMA rows, and writes bf16 output directly - a single launch with no fp32 partials, no log-sum-exp merge and no combine kernel.
 ---
 o[b, h] = softmax_j (q[b, h] . K[b, j, h // G] * scale) V[b, j, h // G] over j < seq_lens[b], with
 K/V rows gathered through block_tables from a [num_blocks, P, Hkv, D] cache.
@@ -26,6 +26,16 @@ Design (the no-split counterpart of kernels/paged_decode_attention/split_kv):
 - Base-2 online softmax in fp32 (scale * log2(e) folded), a finite -1e30 start, P rounded to
   bf16 for the P @ V dot, one bf16 rounding of acc / l. Head dims that are not powers of two
   (small shapes) are padded with masks. num_stages pipelines the K/V gathers of the loop.
+
+When to pick it: serving decode at high concurrency, where the number of sequences times the
+number of KV heads already gives every SM several programs (e.g. 32-256 running requests of a
+Llama-style model with 8 KV heads), with short to medium contexts. The split-KV siblings
+(split_kv, split_dispatch, balanced_split) cut each context into pieces, write fp32 partial
+outputs plus log-sum-exp values and merge them afterwards; at high batch that extra traffic and
+the second step buy no parallelism, so a split kernel there runs slower than this simple
+per-sequence walk. The reverse symptom points away from it: at batch 1-8, or one very long
+context, only a handful of programs run, most SMs idle and bandwidth stays far below the HBM
+peak; a split-KV sibling fixes that.
 """
 import math
 

@@ -29,6 +29,11 @@ row tiles now do after compile won their decode shapes. num_warps shrinks in pro
 t < T only, not by the slot, so they issue alongside the slot load instead of after it (the
 stores keep the slot >= 0 mask): one memory latency less per program, which is what decode
 shapes are made of. Prediction (unmeasured): faster at decode and at Hkv*D = 128-256.
+
+When to use it: writing each step's new K and V rows into a paged cache by slot mapping when the
+batch is small (decode with few sequences) or the rows are narrow (one or two KV heads), where
+one program per token leaves most SMs idle; padded entries (slot -1) are masked out of the
+stores. For wide rows at large token counts `token_row` is as good and simpler.
 """
 import torch
 import torch.nn as nn

@@ -27,6 +27,12 @@ and 4 warps per 256-512 B of traffic. (3) Few tokens: TOKENS_PER_PROG halves unt
 at least 4 programs per SM, as rms_norm/rowwise does after several rows per program lost its
 decode shapes to torch.compile on the H200. Prediction (unmeasured): faster at decode by about
 one memory latency, and at the Hkv*D = 128 prefill shape; unchanged at Hkv*D >= 1024.
+
+When to use it: the simplest form of the paged cache write, one program per token copying its
+whole key row and value row to the slot the slot mapping gives (padding slots skipped); suits rows
+of 1-4 KB (typical GQA models) and token counts that give every SM a few programs. `tile2d` splits
+narrow rows into column blocks to spread tiny decode batches over more SMs; `persistent` skips
+the loads of padding tokens by a branch, worth it when many entries are padding.
 """
 import torch
 import torch.nn as nn
