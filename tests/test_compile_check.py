@@ -52,3 +52,13 @@ def test_knowledge_base_findings_hold_in_the_offline_compile(case):
 def test_cli_refuses_an_unknown_op():
     from aka.cli import main
     assert main(["kb", "compile-check", "--op", "no_such_op"]) == 2
+
+
+def test_ctas_per_sm_takes_the_tightest_of_registers_shared_memory_and_slots():
+    from aka.kb.compile_check import ctas_per_sm
+    assert ctas_per_sm(236, 8, 147456) == 1      # MLA split_dispatch on sm_90a: one 8-warp program per SM
+    assert ctas_per_sm(207, 4, 110 * 1024) == 2   # column_split: two (the MLA playbook's diagnosis)
+    assert ctas_per_sm(32, 8, 0) == 8             # warp slots: 64 / 8
+    assert ctas_per_sm(40, 1, 0) == 32            # block slots
+    assert ctas_per_sm(128, 4, 100 * 1024, capability=89) == 0   # an sm_90 tile over the L40S's 100 KB
+    assert ctas_per_sm(None, 4, 0) is None and ctas_per_sm(64, 4, 0, capability=75) is None

@@ -120,7 +120,8 @@ def cmd_compile_check(args) -> int:
     t = Table(title=f"offline compile for sm_{args.sm}" + (f", shapes {args.shapes}" if args.shapes else ""))
     # ld.g: global loads in the PTX, scalar / vector; smem<4B: shared loads / stores under 4 bytes
     # (compile_check.memory_ops: static counts, each instruction once)
-    for col in ("kernel", "launch", "warps", "smem B", "regs", "spill B", "ld.g s/v", "smem<4B ld/st", "error"):
+    for col in ("kernel", "launch", "warps", "smem B", "regs", "spill B", "CTAs/SM", "ld.g s/v", "smem<4B ld/st",
+                "error"):
         t.add_column(col)
     failed = 0
     for k in kernels:
@@ -128,11 +129,11 @@ def cmd_compile_check(args) -> int:
         failed += not r.ok
         for lr in r.launches or [None]:
             if lr is None:
-                t.add_row(f"{k.parent.name}/{k.stem}", "-", "-", "-", "-", "-", "-", "-", r.error or "")
+                t.add_row(f"{k.parent.name}/{k.stem}", "-", "-", "-", "-", "-", "-", "-", "-", r.error or "")
                 continue
             m = lr.mem or {}
             t.add_row(f"{k.parent.name}/{k.stem}", lr.kernel, str(lr.num_warps), str(lr.shared_bytes),
-                      str(lr.registers), str(lr.spill_bytes),
+                      str(lr.registers), str(lr.spill_bytes), str(lr.ctas_per_sm if lr.ctas_per_sm is not None else "-"),
                       f"{m.get('ld_global_scalar', '-')}/{m.get('ld_global_vector', '-')}",
                       f"{m.get('ld_shared_narrow', '-')}/{m.get('st_shared_narrow', '-')}", lr.error or "")
     Console(soft_wrap=True).print(t)

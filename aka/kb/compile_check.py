@@ -29,6 +29,29 @@ class LaunchReport:
     spill_bytes: int | None = None
     error: str | None = None
     mem: dict = field(default_factory=dict)   # memory_ops() of its PTX
+    ctas_per_sm: int | None = None            # resident programs per SM by registers, shared memory, warps
+
+
+# Per SM, by compute capability (CUDA C++ Programming Guide, "Features and Technical Specifications"):
+# shared memory, resident warps and blocks; 64K 32-bit registers on every one of them. The runtime
+# reserves 1 KB of shared memory per block, and registers are allocated per warp in units of 256.
+SM_LIMITS = {80: (167936, 64, 32), 86: (102400, 48, 16), 89: (102400, 48, 24), 90: (233472, 64, 32),
+             100: (233472, 64, 32)}
+REGS_PER_SM, REG_UNIT, SMEM_RESERVED = 65536, 256, 1024
+
+
+def ctas_per_sm(registers: int | None, num_warps: int, shared_bytes: int | None, capability: int = 90) -> int | None:
+    """How many programs of this launch fit on one SM at once: the least of what the registers, the
+    shared memory, the warp slots and the block slots allow. What an occupancy diagnosis needs
+    without a GPU (knowledge_base/kernels/mla_decode_attention: 236 registers x 8 warps and 147 KB
+    of shared memory hold one program per SM)."""
+    if registers is None or shared_bytes is None or capability not in SM_LIMITS:
+        return None
+    smem, warps, blocks = SM_LIMITS[capability]
+    per_warp = -(-registers * 32 // REG_UNIT) * REG_UNIT
+    by_regs = (REGS_PER_SM // per_warp) // num_warps if per_warp else blocks
+    by_smem = smem // (shared_bytes + SMEM_RESERVED)
+    return max(0, min(by_regs, by_smem, warps // num_warps, blocks))
 
 
 # A memory instruction in PTX: its op, state space and the rest of its type suffixes.
@@ -149,6 +172,7 @@ def compiling_launches(report: CompileReport, capability: int = 90):
             lr.shared_bytes = k.metadata.shared
             lr.registers, lr.spill_bytes = _ptxas_info(k.asm["ptx"], arch)
             lr.mem = memory_ops(k.asm["ptx"])
+            lr.ctas_per_sm = ctas_per_sm(lr.registers, nw, lr.shared_bytes, capability)
         except Exception as e:  # noqa: BLE001 - the compiler's refusal is the finding
             lr.error = f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:300] if str(e).strip() else ''}"
             report.ok = False
