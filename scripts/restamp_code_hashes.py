@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from aka.kb.verify import code_bytes, kernel_paths, results_path, source_hash  # noqa: E402
+from aka.kb.verify import code_bytes, kernel_paths, read_results, results_path, source_hash, write_result  # noqa: E402
 
 
 def _full(data: bytes) -> str:
@@ -43,22 +42,19 @@ def versions(kernel: Path) -> list[bytes]:
     return out + [kernel.read_bytes()]
 
 
-def restamp(kernel: Path, dry_run: bool = False) -> list[str]:
-    res = results_path(kernel)
-    if not res.exists():
+def restamp(kernel: Path, root: Path, dry_run: bool = False) -> list[str]:
+    if not results_path(kernel).exists():
         return []
-    data = json.loads(res.read_text())
     now = kernel.read_bytes()
     new = source_hash(kernel)
     same_code = {_full(v) for v in versions(kernel) if code_bytes(v) == code_bytes(now)}
     done = []
-    for device, entry in (data.get("devices") or {}).items():
+    for device, entry in (read_results(kernel).get("devices") or {}).items():
         old = entry.get("source_hash")
         if old != new and old in same_code:
-            entry["source_hash"] = new
             done.append(f"{kernel.parent.name}/{kernel.stem} {device}: {old} -> {new}")
-    if done and not dry_run:
-        res.write_text(json.dumps(data, indent=2) + "\n")
+            if not dry_run:
+                write_result(kernel, root, device, dict(entry, source_hash=new))
     return done
 
 
@@ -67,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kb", default=str(ROOT / "knowledge_base"))
     ap.add_argument("--dry-run", action="store_true")
     args = ap.parse_args(argv)
-    lines = [ln for k in kernel_paths(Path(args.kb)) for ln in restamp(k, args.dry_run)]
+    root = Path(args.kb)
+    lines = [ln for k in kernel_paths(root) for ln in restamp(k, root, args.dry_run)]
     print("\n".join(lines + [f"{len(lines)} entries restamped" + (" (dry run)" if args.dry_run else "")]))
     return 0
 

@@ -17,8 +17,7 @@ def _git(cwd, *args):
 
 
 def _full(text: str) -> str:
-    import hashlib
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
+    return restamp._full(text.encode())
 
 
 def test_docstring_edits_keep_verdicts_code_edits_do_not(tmp_path):

@@ -245,14 +245,21 @@ def param_notes(params: dict, prose: str, code: str) -> str:
     return "\n".join(lines)
 
 
-def _code_after_docstring(source: str) -> str:
+def code_bytes(source: bytes) -> bytes:
+    """A kernel file's bytes after its module docstring (all of them when it has none or does not
+    parse): the docstring's lines are dropped whole, the code's are kept byte for byte. The code
+    chunks are cut from it, and a recorded verdict names its hash (aka.kb.verify.source_hash)."""
     try:
-        tree = parse_py(source)
-    except SyntaxError:
+        tree = parse_py(source.decode("utf-8", errors="replace"))
+    except (SyntaxError, ValueError):
         return source
     if tree.body and ast.get_docstring(tree, clean=False) is not None:
-        return "\n".join(source.splitlines()[tree.body[0].end_lineno:])
+        return b"".join(source.splitlines(keepends=True)[tree.body[0].end_lineno:])
     return source
+
+
+def _code_after_docstring(source: str) -> str:
+    return code_bytes(source.encode()).decode()
 
 
 def code_sections(code: str) -> list[tuple[str, str]]:

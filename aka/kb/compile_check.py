@@ -57,6 +57,7 @@ def ctas_per_sm(registers: int | None, num_warps: int, shared_bytes: int | None,
 # A memory instruction in PTX: its op, state space and the rest of its type suffixes.
 _MEM = re.compile(r"^\s*(?:@!?%p\d+\s+)?(ld|st|cp\.async)(?:\.[a-z]+)*?\.(global|shared)(?:::[a-z]+)?((?:\.[A-Za-z0-9:_]+)*)", re.M)
 _NARROW = re.compile(r"\.(?:b8|u8|s8|b16|u16|s16|f16|bf16)\b")
+_VECTOR = re.compile(r"\.v[248]\b")
 
 
 def memory_ops(ptx: str) -> dict:
@@ -70,11 +71,12 @@ def memory_ops(ptx: str) -> dict:
     out = {"ld_global_scalar": 0, "ld_global_vector": 0, "cp_async": 0,
            "ld_shared_narrow": 0, "st_shared_narrow": 0}
     for op, space, suffix in _MEM.findall(ptx):
+        vector = bool(_VECTOR.search(suffix))
         if op == "cp.async":
             out["cp_async"] += 1
         elif space == "global" and op == "ld":
-            out["ld_global_vector" if re.search(r"\.v[248]\b", suffix) else "ld_global_scalar"] += 1
-        elif space == "shared" and _NARROW.search(suffix) and not re.search(r"\.v[248]\b", suffix):
+            out["ld_global_vector" if vector else "ld_global_scalar"] += 1
+        elif space == "shared" and not vector and _NARROW.search(suffix):
             out[f"{op}_shared_narrow"] += 1
     return out
 

@@ -17,7 +17,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from aka.kb.chunks import kb_files
+from aka.kb.chunks import code_bytes, kb_files
 from aka.kb.entries import as_list, read_entry
 from aka.problem import BENCH_OPS
 
@@ -47,20 +47,6 @@ def source_hash(kernel: Path) -> str:
     recorded before 2026-12-04 hashed the whole file and were restamped once
     (scripts/restamp_code_hashes.py)."""
     return hashlib.sha256(code_bytes(kernel.read_bytes())).hexdigest()[:20]
-
-
-def code_bytes(source: bytes) -> bytes:
-    """A kernel file's bytes after its module docstring (all of them when it has none or does not
-    parse): the docstring's lines are dropped whole, the code's are kept byte for byte."""
-    import ast
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return source
-    if not (tree.body and isinstance(tree.body[0], ast.Expr) and isinstance(getattr(tree.body[0], "value", None), ast.Constant)
-            and isinstance(tree.body[0].value.value, str)):
-        return source
-    return b"".join(source.splitlines(keepends=True)[tree.body[0].end_lineno:])
 
 
 def kernel_op(kernel: Path) -> str:
