@@ -8,9 +8,13 @@
 # Everything lands in $OUT/vt.tgz. Then, here: tar xzf <files_at>/vt.tgz -C /tmp/vt
 #
 #   device: AKA_CACHE_DIR=$PWD/.gpucache OUT=$OUT bash scripts/gpu_verify_tables.sh
+# A kernel named KERNEL@KEY=VAL in a part is an A/B copy with one AKA_PARAMS entry changed
+# (scripts/params_variant.py), timed in its own folder beside the committed kernel.
+#
 #   env: AKA_DEADLINE_S (default 560), AKA_VT_JOBS (default 4), AKA_VT_TUNE_S (default 150, 0 skips
 #        the row-op tuner), AKA_VT_ROWOPS (the tuner's ops), AKA_VT_PARTS (which harness parts, keys
 #        of PART below; set and empty: none), AKA_VT_KBV_OPS (ops whose kernels `aka kb verify` runs on every shape beside),
+#        (in that order; AKA_VT_KBV_JOBS kernels at once, default 2),
 #        AKA_VT_ADV_N (xdist workers for the GPU adversarial suite beside; unset: not run),
 #        AKA_VT_TUNE_CONFIGS / AKA_VT_TUNE_SHAPES / AKA_VT_TUNE_KERNELS (the tuner's --max-configs /
 #        --shapes / --kernels)
@@ -65,12 +69,21 @@ declare -A PART=(
   [softmax]="softmax split_row,row_in_registers peer 4,6,7,8,9,11,12,13"
   [silu]="silu_and_mul rowmajor peer 8,9,10,11,12,13,14,15"
   [gelu]="gelu_and_mul rowmajor peer 7,8,9,10,11,12,13,14"
-  [qk_norm]="qk_norm flat_rows peer 9,10,11,12,13,14,15")
+  [qk_norm]="qk_norm flat_rows peer 9,10,11,12,13,14,15"
+  # the split-K fixup A/B (2026-12-04): dispatch as committed (FIXUP 1) beside its second-launch form
+  [fixup_gemm]="gemm_bf16 dispatch,dispatch@FIXUP=0 peer 0,1,2,4,7"
+  [fixup_fp8]="fp8_block_scaled_gemm dispatch,dispatch@FIXUP=0 peer 0,1,2,5,6,8")
 one() {
   local part=$1 op ks peer shapes impls="" t s k
   read -r op ks peer shapes <<< "${PART[$part]}"
   for k in ${ks//,/ }; do   # one impl folder per kernel (bench run takes one candidate per op per folder)
-    mkdir -p "$W/c_$k/$op" && cp "$K/$op/$k.py" "$W/c_$k/$op/"; impls="$impls,$W/c_$k"
+    if [[ $k == *@* ]]; then  # KERNEL@KEY=VAL: a copy with one AKA_PARAMS entry changed (an A/B)
+      local base=${k%%@*} kv=${k#*@} d="$W/c_${k//[@=]/_}"
+      mkdir -p "$d/$op" && python3 scripts/params_variant.py "$K/$op/$base.py" "$kv" > "$d/$op/$base.py" || return 1
+      impls="$impls,$d"
+    else
+      mkdir -p "$W/c_$k/$op" && cp "$K/$op/$k.py" "$W/c_$k/$op/"; impls="$impls,$W/c_$k"
+    fi
   done
   impls=${impls#,}; [[ $peer == peer ]] && impls="peer,$impls"
   t=$(( $(left) - 25 ))
@@ -85,7 +98,8 @@ one() {
 if [[ -n ${AKA_VT_KBV_OPS:-} ]]; then
   ( kb_copy "$W/kbv"; t=$(( $(left) - 30 ))
     timeout --signal=INT --kill-after=10 "$t" python3 -m aka.cli kb verify --kb "$W/kbv/knowledge_base" --device cuda \
-      --op "$AKA_VT_KBV_OPS" --shapes all --jobs "${AKA_VT_KBV_JOBS:-2}" --timeout "$t" > "$W/kbv/kbverify.log" 2>&1
+      --op "$AKA_VT_KBV_OPS" --first "$AKA_VT_KBV_OPS" --shapes all --jobs "${AKA_VT_KBV_JOBS:-2}" --timeout "$t" \
+      > "$W/kbv/kbverify.log" 2>&1
     echo "[kb verify rc=$? wall=$(( $(date +%s) - T0 ))s since start, ops $AKA_VT_KBV_OPS]" | tee -a "$W/steps.txt" ) &
   sleep 2
 fi
