@@ -48,6 +48,15 @@ def _current(src: str) -> dict:
     return {}
 
 
+_NOTE = re.compile(r"^\s+'([^']+)': \{.*\},\s+# (.*)$", re.M)
+
+
+def _notes(src: str) -> dict[str, str]:
+    """key -> the comment on its table line (time, GPU, date: where the entry came from)."""
+    m = _BLOCK.search(src)
+    return dict(_NOTE.findall(m.group(2))) if m else {}
+
+
 def render(table: dict, notes: dict[str, str]) -> str:
     if not table:
         return "DISPATCH = {}\n"
@@ -62,7 +71,7 @@ def render(table: dict, notes: dict[str, str]) -> str:
 def bake(path: Path, won: dict[str, dict], dry_run: bool = False) -> str:
     src = path.read_text()
     table = dict(_current(src))
-    notes = {}
+    notes = _notes(src)  # kept entries keep their provenance comments
     for key, r in won.items():
         table[key] = r["config"]
         ratio = f", ratio {r['ratio']:.2f}" if r.get("ratio") else ""

@@ -79,7 +79,11 @@ def grid(op: str, kw: dict, kernel: str | None = None) -> list[dict]:
     if op == "paged_decode_attention":
         kern = [(64, 4, 2), (32, 4, 3), (128, 8, 2), (64, 8, 3)]
         splits = [(0, 2), (0, 1), (0, 4)]
-        return [{"SPLIT_TOKENS": s, "WAVES": w, **dict(zip(keys_k, k))} for s, w in splits for k in kern]
+        split = [{"SPLIT_TOKENS": s, "WAVES": w, **dict(zip(keys_k, k))} for s, w in splits for k in kern]
+        # split_dispatch also carries balanced_split's schedule (cfg "path": "balanced"): its grid
+        # interleaved with the split grid, so the table takes whichever path wins per shape
+        balanced = [{**c, "path": "balanced"} for c in _grid_paged_balanced_split(kw)]
+        return _interleave([split, balanced])
     if op == "mla_decode_attention":
         # (BH, BN, warps, stages); offline sm_90a compiles: BH 64 BN 64 spills 304 B, BH 32 BN 64 at
         # 4 warps 340 B, so BN 64 is left out; BH 64 BN 32 at 8 warps: 226 registers, 147,456 B.

@@ -87,3 +87,51 @@ def test_tuner_grid_fits_the_kernel_and_the_budget():
         assert 0 < len(cfgs) <= 24
         assert all(set(c) == set(k.AKA_PARAMS) for c in cfgs)
         assert len({json.dumps(c, sort_keys=True) for c in cfgs}) == len(cfgs)
+
+
+DISPATCH_KERNEL = REPO_ROOT / "knowledge_base" / "kernels" / OP / "split_dispatch.py"
+BALANCED = {"path": "balanced", "BN": 32, "WAVES": 2, "FUSED": 1, "num_warps": 4, "num_stages": 4}
+
+
+def test_split_dispatch_balanced_path_matches_the_reference_under_the_interpreter():
+    """split_dispatch carries balanced_split's schedule as its "balanced" path: the cases that
+    merge partials (fused and by the combine launch) and span sequences, through its attention()."""
+    cases = [dict(c, cfg=dict(BALANCED, **c["cfg"])) for c in (CASES[1], CASES[2], CASES[5])]
+    assert_cases_pass(SCRIPT, DISPATCH_KERNEL, cases, timeout=600)
+
+
+def test_split_dispatch_routes_table_entries_by_path(monkeypatch):
+    from aka.evaluate.loader import import_file
+    import torch
+    k = import_file(DISPATCH_KERNEL, "_paged_sd_route")
+    calls = []
+    monkeypatch.setattr(k, "attention_balanced", lambda *a, **kw: calls.append("balanced") or "b")
+    monkeypatch.setattr(k, "_decode_split", type("L", (), {"__getitem__": lambda self, g: (
+        lambda *a, **kw: calls.append("split"))})())
+    q = torch.zeros(2, 4, 32, dtype=torch.bfloat16)
+    cache = torch.zeros(3, 16, 2, 32, dtype=torch.bfloat16)
+    bt = torch.zeros(2, 3, dtype=torch.int32)
+    lens = torch.tensor([20, 40], dtype=torch.int32)
+    key = k.shape_key(q, cache, bt)
+    monkeypatch.setattr(k, "DISPATCH", {key: dict(BALANCED)})
+    assert k.ModelNew(0.1)(q, cache, cache, bt, lens) == "b"
+    monkeypatch.setattr(k, "DISPATCH", {key: {"SPLIT_TOKENS": 64, "WAVES": 1, "BN": 16, "num_warps": 4,
+                                              "num_stages": 2}})
+    k.ModelNew(0.1)(q, cache, cache, bt, lens)               # one split covers the width: no combine
+    assert calls == ["balanced", "split"]
+    # every table entry names a path the kernel has, with that path's keys
+    for cfg in k.DISPATCH.values():
+        want = set(BALANCED) if cfg.get("path") == "balanced" else set(k.AKA_PARAMS)
+        assert set(cfg) == want, cfg
+
+
+def test_split_dispatch_grid_interleaves_both_paths():
+    sys.path.insert(0, str(REPO_ROOT))
+    from scripts import gpu_tune_attn as tune
+    shapes = json.loads((REPO_ROOT / "bench" / "ops" / OP / "shapes.json").read_text())
+    for s in shapes.values():
+        cfgs = tune.grid(OP, s["input_kwargs"])
+        paths = [c.get("path", "split") for c in cfgs]
+        assert paths[:2] == ["split", "balanced"]              # both ranked first, cut alike
+        assert {"split", "balanced"} == set(paths)
+        assert len({json.dumps(c, sort_keys=True) for c in cfgs}) == len(cfgs)

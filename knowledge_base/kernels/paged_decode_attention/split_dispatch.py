@@ -4,14 +4,16 @@ id: kernels/paged_decode_attention/split_dispatch
 op: paged_decode_attention
 category: Fusion
 dtypes: [bfloat16]
-techniques: [split-kv, flash-decoding, log-sum-exp-combine, gqa-grouping, paged-kv-cache, online-softmax, gather, tl-dot, per-shape-dispatch, int64-offsets, masking]
+techniques: [split-kv, flash-decoding, log-sum-exp-combine, gqa-grouping, paged-kv-cache, online-softmax, gather, tl-dot, per-shape-dispatch, work-balanced-schedule, last-block-finalize, int64-offsets, masking]
 params:
   SPLIT_TOKENS: [0, 256, 512, 1024, 2048]
   WAVES: [1, 2, 4]
   BN: [16, 32, 64, 128]
   num_warps: [2, 4, 8]
   num_stages: [1, 2, 3, 4]
-summary: Flash-decoding over a paged cache with a per-shape dispatch table. Grid (KV head, sequence, context split); the split length is a runtime argument, either fixed by the table or chosen so that B * Hkv * splits fills WAVES x 132 SMs; the GQA group forms one MMA tile; fp32 partials merged by an LSE-weighted combine kernel, skipped when one split covers the table width.
+  path: [split, balanced]
+  FUSED: [0, 1]
+summary: Flash-decoding over a paged cache with a per-shape dispatch table over two schedules. The split path's grid is (KV head, sequence, context split), the split length a runtime argument fixed by the table or chosen so that B * Hkv * splits fills WAVES x 132 SMs, fp32 partials merged by an LSE-weighted combine kernel; the balanced path (balanced_split's) gives WAVES x 132 programs equal shares of the batch's tiles, for ragged batches and one KV head. The GQA group forms one MMA tile.
 ---
 o[b, h] = softmax_j (q[b, h] . K[b, j, h // G] * scale) V[b, j, h // G] over j < seq_lens[b], with
 K/V rows gathered through block_tables from a [num_blocks, P, Hkv, D] cache.
@@ -37,6 +39,13 @@ Design:
   scripts/bake_dispatch_attn.py from scripts/gpu_tune_attn.py's winners, empty until a GPU run
   fills it; shapes it does not cover take the nearest entry of the same head dim, AKA_PARAMS
   when there is none.
+- Two paths (cfg "path"): "split" (above; the default) and "balanced", balanced_split.py's
+  schedule: a fixed grid of WAVES x 132 programs per KV head, each taking an equal share of the
+  batch's BN-token tiles from seq_lens on the device, partials merged by the last program of a
+  sequence to arrive (FUSED 1) or a second launch (FUSED 0). On the H200 (kb verify 2026-12-05,
+  both at their own configs) balanced beat split on the one-KV-head and long ragged shapes 4, 7,
+  11, 13, 14 (3-17%) and lost 5-23% on the rest, where the split grid already fills the GPU
+  evenly; the table routes each shape to its winner.
 - Head dims that are not powers of two (small shapes: 24, 48, 80) are padded with masks.
 """
 import math
@@ -52,10 +61,10 @@ AKA_PARAMS = {"SPLIT_TOKENS": 0, "WAVES": 2, "BN": 64, "num_warps": 4, "num_stag
 DISPATCH = {
     '128/8/1/96/32768': {'SPLIT_TOKENS': 0, 'WAVES': 4, 'BN': 128, 'num_warps': 8, 'num_stages': 2},  # 209.6 us, ratio 0.95, shape 10, NVIDIA H200 2026-12-03
     '128/8/1/128/8192': {'SPLIT_TOKENS': 0, 'WAVES': 1, 'BN': 128, 'num_warps': 8, 'num_stages': 2},  # 86.2 us, ratio 0.76, shape 5, NVIDIA H200 2026-12-03
-    '128/8/1/128/16384': {'SPLIT_TOKENS': 0, 'WAVES': 1, 'BN': 32, 'num_warps': 4, 'num_stages': 3},  # 159.9 us, ratio 0.82, shape 4, NVIDIA H200 2026-12-03
-    '128/16/1/144/8192': {'SPLIT_TOKENS': 0, 'WAVES': 1, 'BN': 128, 'num_warps': 8, 'num_stages': 2},  # 95.1 us, ratio 0.78, shape 11, NVIDIA H200 2026-12-03
+    '128/8/1/128/16384': {'path': 'balanced', 'BN': 32, 'WAVES': 2, 'FUSED': 1, 'num_warps': 4, 'num_stages': 4},  # 158.1 us (split path 165.4 us), shape 4, NVIDIA H200 2026-12-05 kb verify
+    '128/16/1/144/8192': {'path': 'balanced', 'BN': 32, 'WAVES': 2, 'FUSED': 1, 'num_warps': 4, 'num_stages': 4},  # 96.5 us (split path 99.2 us), shape 11, NVIDIA H200 2026-12-05 kb verify
     '128/16/2/8/32768': {'SPLIT_TOKENS': 0, 'WAVES': 2, 'BN': 128, 'num_warps': 8, 'num_stages': 2},  # 49.5 us, ratio 0.74, shape 6, NVIDIA H200 2026-12-03
-    '128/16/2/64/16384': {'SPLIT_TOKENS': 0, 'WAVES': 1, 'BN': 32, 'num_warps': 4, 'num_stages': 3},  # 160.1 us, ratio 0.83, shape 7, NVIDIA H200 2026-12-03
+    '128/16/2/64/16384': {'path': 'balanced', 'BN': 32, 'WAVES': 2, 'FUSED': 1, 'num_warps': 4, 'num_stages': 4},  # 155.2 us (split path 165.7 us), shape 7, NVIDIA H200 2026-12-05 kb verify
     '128/16/4/32/32768': {'SPLIT_TOKENS': 0, 'WAVES': 1, 'BN': 128, 'num_warps': 8, 'num_stages': 2},  # 267.6 us, ratio 1.01, shape 8, NVIDIA H200 2026-12-03
     '128/16/4/64/16384': {'SPLIT_TOKENS': 0, 'WAVES': 1, 'BN': 128, 'num_warps': 8, 'num_stages': 2},  # 268.5 us, ratio 0.99, shape 12, NVIDIA H200 2026-12-03
     '128/28/4/48/8192': {'SPLIT_TOKENS': 0, 'WAVES': 1, 'BN': 64, 'num_warps': 4, 'num_stages': 2},  # 117.6 us, ratio 0.85, shape 9, NVIDIA H200 2026-12-03
@@ -63,14 +72,19 @@ DISPATCH = {
     '128/32/8/16/8192': {'SPLIT_TOKENS': 0, 'WAVES': 2, 'BN': 128, 'num_warps': 8, 'num_stages': 2},  # 85.2 us, ratio 0.81, shape 1, NVIDIA H200 2026-12-03
     '128/32/8/64/8192': {'SPLIT_TOKENS': 0, 'WAVES': 2, 'BN': 128, 'num_warps': 8, 'num_stages': 2},  # 270.4 us, ratio 0.98, shape 2, NVIDIA H200 2026-12-03
     '128/32/8/128/4096': {'SPLIT_TOKENS': 0, 'WAVES': 1, 'BN': 128, 'num_warps': 8, 'num_stages': 2},  # 285.4 us, ratio 0.92, shape 3, NVIDIA H200 2026-12-03
-    '256/16/2/32/32768': {'SPLIT_TOKENS': 0, 'WAVES': 1, 'BN': 64, 'num_warps': 4, 'num_stages': 2},  # 317.4 us, ratio 0.85, shape 14, NVIDIA H200 2026-12-03
-    '256/16/8/8/8192': {'SPLIT_TOKENS': 0, 'WAVES': 2, 'BN': 64, 'num_warps': 4, 'num_stages': 2},  # 86.4 us, ratio 0.85, shape 13, NVIDIA H200 2026-12-03
+    '256/16/2/32/32768': {'path': 'balanced', 'BN': 32, 'WAVES': 2, 'FUSED': 1, 'num_warps': 4, 'num_stages': 4},  # 266.8 us (split path 321.1 us), shape 14, NVIDIA H200 2026-12-05 kb verify
+    '256/16/8/8/8192': {'path': 'balanced', 'BN': 32, 'WAVES': 2, 'FUSED': 1, 'num_warps': 4, 'num_stages': 4},  # 86.6 us (split path 91.8 us), shape 13, NVIDIA H200 2026-12-05 kb verify
 }
 # dispatch: end
 
 SMS = 132                    # H100/H200 SM count: the unit of WAVES
 MAX_SPLIT = 2048
 MIN_SPLIT = 16               # one vLLM page
+# the balanced path (cfg "path": "balanced"; knowledge_base/kernels/paged_decode_attention/balanced_split.py)
+MERGE_ELEMS = 2048           # fp32 elements of one [CB, G2, D] merge tile, at most
+B_PAD_MIN = 256              # seq_lens lanes: one compile for every batch up to 256
+SMEM_STAGES = 200 * 1024     # K/V bytes of the num_stages - 1 pipeline buffers, at most
+_COUNTERS = {}               # device -> int32 tickets, zero between calls
 
 
 def pick(table, key, default):
@@ -184,8 +198,200 @@ def split_tokens(cfg, B, HK, width):
     return split
 
 
+@triton.jit
+def _first_program(t, NP, T):
+    """The program whose tile range [p T / NP, (p + 1) T / NP) holds tile t."""
+    return ((t + 1) * NP + T - 1) // T - 1
+
+
+@triton.jit
+def _schedule(len_ptr, B, BN: tl.constexpr, B_PAD: tl.constexpr):
+    bi = tl.arange(0, B_PAD)
+    bm = bi < B
+    lens = tl.load(len_ptr + bi, mask=bm, other=0)
+    tiles = (lens + BN - 1) // BN
+    ends = tl.cumsum(tiles, axis=0)
+    return bi, bm, tiles, ends, tl.sum(tiles, axis=0)
+
+
+@triton.jit
+def _merge(po_ptr, lse_ptr, o_ptr, b, g, c0, n, NCH, s_ob, s_oh,
+           G: tl.constexpr, D: tl.constexpr, D_PAD: tl.constexpr, G2: tl.constexpr, CB: tl.constexpr):
+    """o[b, g G + h] from the n partial chunks in slots c0 .. c0 + n - 1 of KV head g."""
+    h = tl.arange(0, G2)
+    hm = h < G
+    d = tl.arange(0, D_PAD)
+    base = g.to(tl.int64) * NCH + c0
+    m = tl.full((G2,), -1e30, dtype=tl.float32)
+    l = tl.zeros((G2,), dtype=tl.float32)
+    acc = tl.zeros((G2, D_PAD), dtype=tl.float32)
+    for s0 in range(0, n, CB):
+        ci = s0 + tl.arange(0, CB)
+        cm = ci < n
+        rows = (base + ci)[:, None] * G2 + h[None, :]                     # [CB, G2]
+        rm = cm[:, None] & hm[None, :]
+        lse = tl.load(lse_ptr + rows, mask=rm, other=-1e30, cache_modifier=".cg")
+        po = tl.load(po_ptr + rows[:, :, None] * D_PAD + d[None, None, :], mask=rm[:, :, None],
+                     other=0.0, cache_modifier=".cg")
+        m_new = tl.maximum(m, tl.max(lse, axis=0))
+        alpha = tl.exp2(m - m_new)
+        w = tl.where(rm, tl.exp2(lse - m_new[None, :]), 0.0)
+        acc = acc * alpha[:, None] + tl.sum(w[:, :, None] * po, axis=0)
+        l = l * alpha + tl.sum(w, axis=0)
+        m = m_new
+    out = acc / tl.maximum(l, 1e-30)[:, None]
+    tl.store(o_ptr + b * s_ob + (g * G + h)[:, None] * s_oh + d[None, :], out.to(o_ptr.dtype.element_ty),
+             mask=hm[:, None] & (d < D)[None, :])
+
+
+@triton.jit(do_not_specialize=["B", "NP", "NCH"])
+def _decode_balanced(q_ptr, kc_ptr, vc_ptr, bt_ptr, len_ptr, o_ptr, po_ptr, lse_ptr, cnt_ptr, qk_scale,
+                     s_qb, s_qh, s_kb, s_ks, s_kh, s_vb, s_vs, s_vh, s_bt, s_ob, s_oh, B, NP, NCH,
+                     G: tl.constexpr, P: tl.constexpr, D: tl.constexpr, D_PAD: tl.constexpr,
+                     G2: tl.constexpr, GP: tl.constexpr, BN: tl.constexpr, B_PAD: tl.constexpr,
+                     CB: tl.constexpr, FUSED: tl.constexpr):
+    g = tl.program_id(0)
+    p = tl.program_id(1)
+    bi, bm, tiles, ends, T = _schedule(len_ptr, B, BN, B_PAD)
+    NPT = tl.maximum(tl.minimum(T, NP), 1)                # programs in use: none of them empty
+    lo = (p * T) // NPT
+    hi = ((p + 1) * T) // NPT
+    if p < NPT:
+        b_first = tl.sum((bm & (ends <= lo)).to(tl.int32), axis=0)
+        b_last = tl.sum((bm & (ends - tiles < hi)).to(tl.int32), axis=0) - 1
+        r = tl.arange(0, GP)
+        hmask = r < G
+        d = tl.arange(0, D_PAD)
+        dmask = d < D
+        for b in range(b_first, b_last + 1):
+            e_b = tl.sum(tl.where(bi == b, ends, 0), axis=0)
+            s_b = e_b - tl.sum(tl.where(bi == b, tiles, 0), axis=0)
+            t0 = tl.maximum(lo, s_b)
+            t1 = tl.minimum(hi, e_b)
+            if t0 < t1:                                   # zero-length sequences have no tiles
+                L = tl.load(len_ptr + b)
+                tok_hi = tl.minimum((t1 - s_b) * BN, L)
+                q = tl.load(q_ptr + b * s_qb + (g * G + r)[:, None] * s_qh + d[None, :],
+                            mask=hmask[:, None] & dmask[None, :], other=0.0)
+                m_i = tl.full((GP,), -1e30, dtype=tl.float32)
+                l_i = tl.zeros((GP,), dtype=tl.float32)
+                acc = tl.zeros((GP, D_PAD), dtype=tl.float32)
+                bt_row = bt_ptr + b * s_bt                   # B * max_blocks int32 entries: no overflow
+                tok_lo = (t0 - s_b) * BN
+                tok = tok_lo + tl.arange(0, BN)
+                nxt = tl.load(bt_row + tok // P, mask=tok < tok_hi, other=0)
+                for n0 in range(tok_lo, tok_hi, BN):
+                    tok = n0 + tl.arange(0, BN)
+                    tmask = tok < tok_hi
+                    # this tile's pages came with the previous iteration: no load feeds this
+                    # iteration's K/V addresses (the docstring's Gather)
+                    page = nxt.to(tl.int64)
+                    nxt = tl.load(bt_row + (tok + BN) // P, mask=tok + BN < tok_hi, other=0)
+                    slot = (tok % P).to(tl.int64)
+                    k = tl.load(kc_ptr + (page * s_kb + slot * s_ks + g * s_kh)[:, None] + d[None, :],
+                                mask=tmask[:, None] & dmask[None, :], other=0.0)
+                    v = tl.load(vc_ptr + (page * s_vb + slot * s_vs + g * s_vh)[:, None] + d[None, :],
+                                mask=tmask[:, None] & dmask[None, :], other=0.0)
+                    s = tl.dot(q, tl.trans(k)) * qk_scale
+                    s = tl.where(tmask[None, :], s, float("-inf"))
+                    m_new = tl.maximum(m_i, tl.max(s, axis=1))
+                    alpha = tl.exp2(m_i - m_new)
+                    pr = tl.exp2(s - m_new[:, None])
+                    l_i = l_i * alpha + tl.sum(pr, axis=1)
+                    acc = acc * alpha[:, None] + tl.dot(pr.to(v.dtype), v)
+                    m_i = m_new
+                out = acc / l_i[:, None]
+                pf = _first_program(s_b, NPT, T)
+                n = _first_program(e_b - 1, NPT, T) - pf + 1
+                if n == 1:                                # the whole sequence is this program's
+                    tl.store(o_ptr + b * s_ob + (g * G + r)[:, None] * s_oh + d[None, :],
+                             out.to(o_ptr.dtype.element_ty), mask=hmask[:, None] & dmask[None, :])
+                else:
+                    row = (g.to(tl.int64) * NCH + p + b) * G2 + r            # slot p + b, [G2] rows
+                    tl.store(po_ptr + row[:, None] * D_PAD + d[None, :], out, mask=(r < G2)[:, None])
+                    tl.store(lse_ptr + row, m_i + tl.log2(l_i), mask=r < G2)
+                    if FUSED:
+                        tl.debug_barrier()                # every thread's partial before the ticket
+                        ticket = tl.atomic_add(cnt_ptr + g * B + b, 1, sem="acq_rel", scope="gpu")
+                        if ticket == n - 1:               # last of b's programs: merge, reset
+                            tl.atomic_xchg(cnt_ptr + g * B + b, 0)
+                            _merge(po_ptr, lse_ptr, o_ptr, b, g, pf + b, n, NCH, s_ob, s_oh,
+                                   G, D, D_PAD, G2, CB)
+
+
+@triton.jit(do_not_specialize=["B", "NP", "NCH"])
+def _combine_balanced(po_ptr, lse_ptr, len_ptr, o_ptr, B, NP, NCH, s_ob, s_oh,
+             G: tl.constexpr, D: tl.constexpr, D_PAD: tl.constexpr, G2: tl.constexpr,
+             BN: tl.constexpr, B_PAD: tl.constexpr, CB: tl.constexpr):
+    g = tl.program_id(0)
+    b = tl.program_id(1)
+    bi, bm, tiles, ends, T = _schedule(len_ptr, B, BN, B_PAD)
+    e_b = tl.sum(tl.where(bi == b, ends, 0), axis=0)
+    s_b = e_b - tl.sum(tl.where(bi == b, tiles, 0), axis=0)
+    if s_b < e_b:
+        NPT = tl.maximum(tl.minimum(T, NP), 1)
+        pf = _first_program(s_b, NPT, T)
+        n = _first_program(e_b - 1, NPT, T) - pf + 1
+        if n > 1:                                         # n == 1: stored by the decode kernel
+            _merge(po_ptr, lse_ptr, o_ptr, b, g, pf + b, n, NCH, s_ob, s_oh, G, D, D_PAD, G2, CB)
+
+
+def num_programs(cfg, B, HK, width):
+    """Programs per KV head: WAVES x SMS in all, at most one per tile the table can hold."""
+    return max(1, min(triton.cdiv(cfg["WAVES"] * SMS, HK), B * triton.cdiv(width, cfg["BN"])))
+
+
+def balanced_stages(cfg, BN, d_pad):
+    """num_stages, lowered where its K/V buffers would not fit one SM (D 256 at BN 128)."""
+    return max(2, min(cfg["num_stages"], SMEM_STAGES // (4 * BN * d_pad) + 1))
+
+
+def counters(n, device):
+    """The module's ticket buffer (zeroed once; every call leaves it zero)."""
+    buf = _COUNTERS.get(device)
+    if buf is None or buf.numel() < n:
+        buf = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
+        _COUNTERS[device] = buf
+    return buf
+
+
+def attention_balanced(q, key_cache, value_cache, block_tables, seq_lens, scale, cfg, cnt=None):
+    """The balanced path with an explicit config (balanced_split.py's attention)."""
+    B, HQ, D = q.shape
+    _, P, HK, _ = key_cache.shape
+    G = HQ // HK
+    BN = cfg["BN"]
+    NP = num_programs(cfg, B, HK, block_tables.shape[1] * P)
+    NCH = NP + B
+    d_pad = max(16, triton.next_power_of_2(D))
+    g2 = triton.next_power_of_2(G)
+    b_pad = max(B_PAD_MIN, triton.next_power_of_2(B))
+    cb = max(1, (2 * MERGE_ELEMS if g2 <= 4 else MERGE_ELEMS) // (g2 * d_pad))   # no spills at G 4 either
+    o = torch.empty_like(q)
+    po = torch.empty((HK * NCH * g2, d_pad), dtype=torch.float32, device=q.device)
+    lse = torch.empty((HK * NCH * g2,), dtype=torch.float32, device=q.device)
+    fused = bool(cfg["FUSED"])
+    if fused and cnt is None:
+        cnt = counters(HK * B, q.device)
+    _decode_balanced[(HK, NP)](
+        q, key_cache, value_cache, block_tables, seq_lens, o, po, lse, cnt if fused else lse,
+        scale * math.log2(math.e),
+        q.stride(0), q.stride(1), key_cache.stride(0), key_cache.stride(1), key_cache.stride(2),
+        value_cache.stride(0), value_cache.stride(1), value_cache.stride(2), block_tables.stride(0),
+        o.stride(0), o.stride(1), B, NP, NCH,
+        G=G, P=P, D=D, D_PAD=d_pad, G2=g2, GP=max(16, g2), BN=BN, B_PAD=b_pad, CB=cb, FUSED=fused,
+        num_warps=cfg["num_warps"], num_stages=balanced_stages(cfg, BN, d_pad))
+    if not fused:
+        _combine_balanced[(HK, B)](po, lse, seq_lens, o, B, NP, NCH, o.stride(0), o.stride(1),
+                          G=G, D=D, D_PAD=d_pad, G2=g2, BN=BN, B_PAD=b_pad, CB=cb, num_warps=4)
+    return o
+
+
 def attention(q, key_cache, value_cache, block_tables, seq_lens, scale, cfg):
-    """Launch with an explicit config (the tuner's entry point; ModelNew picks cfg per shape)."""
+    """Launch with an explicit config (the tuner's entry point; ModelNew picks cfg per shape).
+    cfg "path" "balanced" takes the work-balanced schedule (attention_balanced), else the split grid."""
+    if cfg.get("path") == "balanced":
+        return attention_balanced(q, key_cache, value_cache, block_tables, seq_lens, scale, cfg)
     B, HQ, D = q.shape
     _, P, HK, _ = key_cache.shape
     G = HQ // HK
