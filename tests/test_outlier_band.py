@@ -68,3 +68,71 @@ def test_outlier_band_on_fused_moe(drawn, name):
         assert staged.ok, staged.reason
     else:
         assert not staged.ok, f"{name} passed the outlier stage"
+
+
+# -- the terms band (meta outliers.terms_inputs) on prefill_attention, on the CPU -----------------
+
+def _prefill_case():
+    """Row 2 of a 3-token sequence attends keys 0 and 1 at p ~ 0.57 / 0.43, whose V rows hold outliers
+    of opposite sign in dimension 1 (150 and -201): the output there (~0.7) is what is left of two
+    ~100-sized terms, so rounding p to bf16 (as FlashAttention and SDPA's flash backend do before
+    P @ V) moves it by ~0.2, past the row's band (its row maximum is that same element)."""
+    S, D = 3, 8
+    torch.manual_seed(0)
+    q, k, v = torch.zeros(S, 1, D), torch.zeros(S, 1, D), torch.randn(S, 1, D) * 0.1
+    q[2, 0, 0], k[0, 0, 0], k[2, 0, 0] = 1.0, 0.3, -8.0
+    v[0, 0, 1], v[1, 0, 1] = 150.0, -201.0
+    return {"q": q.bfloat16(), "k": k.bfloat16(), "v": v.bfloat16(), "cu_seqlens": torch.tensor([0, S], dtype=torch.int32)}
+
+
+def _flash_style(inputs, shift: int = 0, causal: bool = True):
+    """softmax(q k^T) v with fp32 scores, p rounded to bf16 for P @ V, fp32 sum l, one bf16 rounding.
+    shift / causal: broken masks (a key past the diagonal visible; no mask at all)."""
+    q, k, v = (inputs[n].float()[:, 0] for n in ("q", "k", "v"))
+    S = q.shape[0]
+    s = q @ k.T
+    if causal:
+        s = s.masked_fill(torch.triu(torch.ones(S, S, dtype=torch.bool), 1 + shift), float("-inf"))
+    p = torch.exp(s - s.amax(-1, keepdim=True))
+    return ((p.bfloat16().float() @ v) / p.sum(-1, keepdim=True)).bfloat16()[:, None]
+
+
+@pytest.fixture(scope="module")
+def prefill_case():
+    p = load_problem("prefill_attention")
+    rt = ProblemRuntime(p.worker_spec(), "cpu")
+    ref = rt.ref_mod.Model(scale=1.0)
+    inputs = _prefill_case()
+    with torch.no_grad():
+        want = call(ref, dict(inputs))
+        terms = call(ref, cmp.abs_inputs(inputs, cmp.terms_inputs(p.meta)))
+    return p.meta, inputs, want, terms
+
+
+def test_terms_band_admits_bf16_probabilities_where_terms_cancel(prefill_case):
+    meta, inputs, want, terms = prefill_case
+    assert cmp.terms_inputs(meta) == ["v"]
+    # the terms magnitude is sum_j p_j |v_j|: at the cancelling element ~172, against an output ~0.7
+    assert float(terms[2, 0, 1]) > 100 * abs(float(want[2, 0, 1]))
+    out = _flash_style(inputs)
+    row, _ = cmp.compare_outputs(out, want, meta, outliers=True)
+    assert not row.ok and "1 of 24 elements" in row.reason
+    with_terms, _ = cmp.compare_outputs(out, want, meta, outliers=True, terms=terms)
+    assert with_terms.ok, with_terms.reason
+    # the correctness stage (no outliers) never takes a band: terms are ignored there
+    plain, _ = cmp.compare_outputs(out, want, meta, outliers=False, terms=terms)
+    assert not plain.ok
+
+
+@pytest.mark.parametrize("broken", [dict(shift=1), dict(causal=False)])
+def test_terms_band_still_rejects_broken_masks(prefill_case, broken):
+    meta, inputs, want, terms = prefill_case
+    res, _ = cmp.compare_outputs(_flash_style(inputs, **broken), want, meta, outliers=True, terms=terms)
+    assert not res.ok
+
+
+def test_terms_inputs_must_name_float_inputs():
+    with pytest.raises(ValueError, match="cu_seqlens"):
+        cmp.abs_inputs(_prefill_case(), ["cu_seqlens"])
+    with pytest.raises(ValueError, match="nope"):
+        cmp.abs_inputs(_prefill_case(), ["nope"])

@@ -230,7 +230,8 @@ class Judge:
 
     def draw(self, shape, ref, seed: int, outliers: bool, stage: str):
         """One fresh draw: inputs made here, the candidate's output judged against the reference on
-        the judge's private pristine copy. Returns (candidate output, reference output, pristine)."""
+        the judge's private pristine copy. Returns (candidate output, reference output, pristine,
+        the reference on |meta outliers.terms_inputs| in the outlier stage, else None)."""
         inputs, pristine = self.fresh_inputs(shape, seed, outliers)
         self.gpu.breathe()
         out_c, seen = self.run_candidate(inputs, shape.id, stage)
@@ -242,8 +243,12 @@ class Judge:
         ref_inputs = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in pristine.items()}
         with torch.no_grad():
             out_r = call(ref, ref_inputs)
+            del ref_inputs
+            names = cmp.terms_inputs(self.meta) if outliers else []
+            # the outlier band's terms magnitude: the reference on |terms_inputs| (aka/evaluate/compare.py)
+            terms = call(ref, cmp.abs_inputs(pristine, names)) if names else None
         self.sync()
-        return out_c, out_r, pristine
+        return out_c, out_r, pristine, terms
 
     def stage_correctness(self, shapes, outliers: bool) -> None:
         stage = "outliers" if outliers else "correctness"
@@ -276,8 +281,9 @@ class Judge:
         ref = self.build(shape, stage)
         prints = []
         for d in range(draws):
-            out_c, out_r, pristine = self.draw(shape, ref, base + 1000 * si + d, outliers, stage)
-            worst, _ = cmp.compare_outputs(out_c, out_r, self.meta, outliers=outliers)
+            out_c, out_r, pristine, terms = self.draw(shape, ref, base + 1000 * si + d, outliers, stage)
+            worst, _ = cmp.compare_outputs(out_c, out_r, self.meta, outliers=outliers, terms=terms)
+            del terms
             prints.append((fingerprint(out_c), fingerprint(out_r)))
             key = "outlier_rel_err" if outliers else "rel_err"
             setattr(sr, key, max(getattr(sr, key) or 0.0, worst.rel_err))

@@ -82,18 +82,20 @@ def check_shape(judge, cls, shape, si: int):
         with torch.no_grad():
             got = call(peer, inputs)
             want = call(ref, {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in pristine.items()})
+            names = cmp.terms_inputs(judge.meta) if with_outliers else []
+            terms = call(ref, cmp.abs_inputs(pristine, names)) if names else None
         judge.sync()
         mutated = set(judge.meta.get("mutates", []))
         for name, t in inputs.items():
             if isinstance(t, torch.Tensor) and name not in mutated and not same_bits(t, pristine[name]):
                 return _Failed(f"draw {d}: the peer modified its input {name!r}")
-        res, _ = cmp.compare_outputs(got, want, judge.meta, outliers=with_outliers)
+        res, _ = cmp.compare_outputs(got, want, judge.meta, outliers=with_outliers, terms=terms)
         if worst is None or res.rel_err > worst.rel_err or not res.ok:
             worst = res
         if not res.ok:
             res.reason = f"{'outlier draw' if with_outliers else f'draw {d}'}: {res.reason}"
             return res
-        del got, want, inputs, pristine
+        del got, want, inputs, pristine, terms
         judge.gpu.breathe()
     return worst
 
