@@ -42,10 +42,12 @@ Design:
 - Two paths (cfg "path"): "split" (above; the default) and "balanced", balanced_split.py's
   schedule: a fixed grid of WAVES x 132 programs per KV head, each taking an equal share of the
   batch's BN-token tiles from seq_lens on the device, partials merged by the last program of a
-  sequence to arrive (FUSED 1) or a second launch (FUSED 0). On the H200 (kb verify 2026-12-05,
-  both at their own configs) balanced beat split on the one-KV-head and long ragged shapes 4, 7,
-  11, 13, 14 (3-17%) and lost 5-23% on the rest, where the split grid already fills the GPU
-  evenly; the table routes each shape to its winner.
+  sequence to arrive (FUSED 1) or a second launch (FUSED 0). On the H200, at balanced_split's
+  untuned defaults it beat the tuned split grid only on the one-KV-head and long ragged shapes (4,
+  7, 11, 13, 14); with both paths tuned side by side (scripts/gpu_tune_attn.py, 2026-12-05) it won
+  13 of 15 shapes, mostly at BN 32, 3 stages, WAVES 3 (three 4-warp programs per SM), and the
+  split grid kept batch 1 x 32768 and 8 x 32768 with two KV heads, where too few tiles exist for
+  equal shares to matter. Harness: 0.71-1.00 of the measured copy ceiling, median 0.88.
 - Head dims that are not powers of two (small shapes: 24, 48, 80) are padded with masks.
 """
 import math
@@ -59,21 +61,21 @@ AKA_PARAMS = {"SPLIT_TOKENS": 0, "WAVES": 2, "BN": 64, "num_warps": 4, "num_stag
 
 # dispatch: begin (scripts/bake_dispatch_attn.py rewrites this block)
 DISPATCH = {
-    '128/8/1/96/32768': {'SPLIT_TOKENS': 0, 'WAVES': 4, 'BN': 128, 'num_warps': 8, 'num_stages': 2},  # 209.6 us, ratio 0.95, shape 10, NVIDIA H200 2026-12-03
-    '128/8/1/128/8192': {'SPLIT_TOKENS': 0, 'WAVES': 1, 'BN': 128, 'num_warps': 8, 'num_stages': 2},  # 86.2 us, ratio 0.76, shape 5, NVIDIA H200 2026-12-03
-    '128/8/1/128/16384': {'path': 'balanced', 'BN': 32, 'WAVES': 2, 'FUSED': 1, 'num_warps': 4, 'num_stages': 4},  # 158.1 us (split path 165.4 us), shape 4, NVIDIA H200 2026-12-05 kb verify
-    '128/16/1/144/8192': {'path': 'balanced', 'BN': 32, 'WAVES': 2, 'FUSED': 1, 'num_warps': 4, 'num_stages': 4},  # 96.5 us (split path 99.2 us), shape 11, NVIDIA H200 2026-12-05 kb verify
-    '128/16/2/8/32768': {'SPLIT_TOKENS': 0, 'WAVES': 2, 'BN': 128, 'num_warps': 8, 'num_stages': 2},  # 49.5 us, ratio 0.74, shape 6, NVIDIA H200 2026-12-03
-    '128/16/2/64/16384': {'path': 'balanced', 'BN': 32, 'WAVES': 2, 'FUSED': 1, 'num_warps': 4, 'num_stages': 4},  # 155.2 us (split path 165.7 us), shape 7, NVIDIA H200 2026-12-05 kb verify
-    '128/16/4/32/32768': {'SPLIT_TOKENS': 0, 'WAVES': 1, 'BN': 128, 'num_warps': 8, 'num_stages': 2},  # 267.6 us, ratio 1.01, shape 8, NVIDIA H200 2026-12-03
-    '128/16/4/64/16384': {'SPLIT_TOKENS': 0, 'WAVES': 1, 'BN': 128, 'num_warps': 8, 'num_stages': 2},  # 268.5 us, ratio 0.99, shape 12, NVIDIA H200 2026-12-03
-    '128/28/4/48/8192': {'SPLIT_TOKENS': 0, 'WAVES': 1, 'BN': 64, 'num_warps': 4, 'num_stages': 2},  # 117.6 us, ratio 0.85, shape 9, NVIDIA H200 2026-12-03
-    '128/32/8/1/32768': {'SPLIT_TOKENS': 0, 'WAVES': 2, 'BN': 64, 'num_warps': 4, 'num_stages': 2},  # 42.8 us, ratio 0.76, shape 0, NVIDIA H200 2026-12-03
-    '128/32/8/16/8192': {'SPLIT_TOKENS': 0, 'WAVES': 2, 'BN': 128, 'num_warps': 8, 'num_stages': 2},  # 85.2 us, ratio 0.81, shape 1, NVIDIA H200 2026-12-03
-    '128/32/8/64/8192': {'SPLIT_TOKENS': 0, 'WAVES': 2, 'BN': 128, 'num_warps': 8, 'num_stages': 2},  # 270.4 us, ratio 0.98, shape 2, NVIDIA H200 2026-12-03
-    '128/32/8/128/4096': {'SPLIT_TOKENS': 0, 'WAVES': 1, 'BN': 128, 'num_warps': 8, 'num_stages': 2},  # 285.4 us, ratio 0.92, shape 3, NVIDIA H200 2026-12-03
-    '256/16/2/32/32768': {'path': 'balanced', 'BN': 32, 'WAVES': 2, 'FUSED': 1, 'num_warps': 4, 'num_stages': 4},  # 266.8 us (split path 321.1 us), shape 14, NVIDIA H200 2026-12-05 kb verify
-    '256/16/8/8/8192': {'path': 'balanced', 'BN': 32, 'WAVES': 2, 'FUSED': 1, 'num_warps': 4, 'num_stages': 4},  # 86.6 us (split path 91.8 us), shape 13, NVIDIA H200 2026-12-05 kb verify
+    '128/8/1/96/32768': {'BN': 64, 'num_warps': 4, 'num_stages': 3, 'WAVES': 2, 'FUSED': 1, 'path': 'balanced'},  # 200.8 us, ratio 0.98, shape 10, NVIDIA H200 2026-12-05
+    '128/8/1/128/8192': {'BN': 32, 'num_warps': 4, 'num_stages': 3, 'WAVES': 3, 'FUSED': 1, 'path': 'balanced'},  # 80.2 us, ratio 0.82, shape 5, NVIDIA H200 2026-12-05
+    '128/8/1/128/16384': {'BN': 32, 'num_warps': 4, 'num_stages': 3, 'WAVES': 3, 'FUSED': 1, 'path': 'balanced'},  # 139.0 us, ratio 0.95, shape 4, NVIDIA H200 2026-12-05
+    '128/16/1/144/8192': {'BN': 32, 'num_warps': 4, 'num_stages': 3, 'WAVES': 3, 'FUSED': 1, 'path': 'balanced'},  # 86.3 us, ratio 0.86, shape 11, NVIDIA H200 2026-12-05
+    '128/16/2/8/32768': {'SPLIT_TOKENS': 0, 'WAVES': 2, 'BN': 128, 'num_warps': 8, 'num_stages': 2},  # 49.5 us, ratio 0.74, shape 6, NVIDIA H200 2026-12-05
+    '128/16/2/64/16384': {'BN': 32, 'num_warps': 4, 'num_stages': 3, 'WAVES': 3, 'FUSED': 1, 'path': 'balanced'},  # 139.7 us, ratio 0.95, shape 7, NVIDIA H200 2026-12-05
+    '128/16/4/32/32768': {'BN': 32, 'num_warps': 4, 'num_stages': 4, 'WAVES': 3, 'FUSED': 0, 'path': 'balanced'},  # 258.6 us, ratio 1.04, shape 8, NVIDIA H200 2026-12-05
+    '128/16/4/64/16384': {'BN': 32, 'num_warps': 4, 'num_stages': 4, 'WAVES': 3, 'FUSED': 0, 'path': 'balanced'},  # 260.4 us, ratio 1.02, shape 12, NVIDIA H200 2026-12-05
+    '128/28/4/48/8192': {'BN': 32, 'num_warps': 4, 'num_stages': 3, 'WAVES': 3, 'FUSED': 1, 'path': 'balanced'},  # 109.7 us, ratio 0.91, shape 9, NVIDIA H200 2026-12-05
+    '128/32/8/1/32768': {'SPLIT_TOKENS': 0, 'WAVES': 2, 'BN': 64, 'num_warps': 4, 'num_stages': 2},  # 42.8 us, ratio 0.76, shape 0, NVIDIA H200 2026-12-05
+    '128/32/8/16/8192': {'BN': 64, 'num_warps': 4, 'num_stages': 3, 'WAVES': 2, 'FUSED': 1, 'path': 'balanced'},  # 81.2 us, ratio 0.85, shape 1, NVIDIA H200 2026-12-05
+    '128/32/8/64/8192': {'BN': 64, 'num_warps': 4, 'num_stages': 3, 'WAVES': 2, 'FUSED': 1, 'path': 'balanced'},  # 263.0 us, ratio 1.01, shape 2, NVIDIA H200 2026-12-05
+    '128/32/8/128/4096': {'BN': 64, 'num_warps': 4, 'num_stages': 3, 'WAVES': 2, 'FUSED': 1, 'path': 'balanced'},  # 264.0 us, ratio 1.00, shape 3, NVIDIA H200 2026-12-05
+    '256/16/2/32/32768': {'BN': 32, 'num_warps': 4, 'num_stages': 3, 'WAVES': 2, 'FUSED': 1, 'path': 'balanced'},  # 261.6 us, ratio 1.03, shape 14, NVIDIA H200 2026-12-05
+    '256/16/8/8/8192': {'BN': 32, 'num_warps': 4, 'num_stages': 3, 'WAVES': 2, 'FUSED': 1, 'path': 'balanced'},  # 82.0 us, ratio 0.89, shape 13, NVIDIA H200 2026-12-05
 }
 # dispatch: end
 
