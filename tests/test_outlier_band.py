@@ -131,8 +131,47 @@ def test_terms_band_still_rejects_broken_masks(prefill_case, broken):
     assert not res.ok
 
 
+def test_terms_band_still_rejects_a_kernel_that_breaks_on_large_values(prefill_case):
+    """V clamped to +-8 (an fp8-style saturation): the outlier elements lose nearly all of their
+    terms' magnitude, far outside rtol of it."""
+    meta, inputs, want, terms = prefill_case
+    out = _flash_style(dict(inputs, v=inputs["v"].clamp(-8, 8)))
+    res, _ = cmp.compare_outputs(out, want, meta, outliers=True, terms=terms)
+    assert not res.ok and "outside" in res.reason
+
+
 def test_terms_inputs_must_name_float_inputs():
     with pytest.raises(ValueError, match="cu_seqlens"):
         cmp.abs_inputs(_prefill_case(), ["cu_seqlens"])
     with pytest.raises(ValueError, match="nope"):
         cmp.abs_inputs(_prefill_case(), ["nope"])
+
+
+def test_judge_draw_hands_the_terms_reference_to_the_outlier_stage_only():
+    """Judge.draw runs the reference a second time on |terms_inputs| in the outlier stage (and only
+    there), from its pristine copy: what the candidate did to its own inputs cannot reach it."""
+    from types import SimpleNamespace
+
+    from aka.evaluate.judge import Judge
+
+    inputs = _prefill_case()
+    p = load_problem("prefill_attention")
+    ref = ProblemRuntime(p.worker_spec(), "cpu").ref_mod.Model(scale=1.0)
+
+    def run_candidate(given, shape_id, stage):
+        out = _flash_style(given)
+        given["v"].zero_()          # the runner's copy, after the fact: the judge's terms must not see it
+        return out, {}
+
+    stub = SimpleNamespace(
+        meta=dict(p.meta, mutates=["v"]), gpu=SimpleNamespace(breathe=lambda: None), sync=lambda: None,
+        fresh_inputs=lambda shape, seed, outliers: ({k: v.clone() for k, v in inputs.items()},
+                                                    {k: v.clone() for k, v in inputs.items()}),
+        run_candidate=run_candidate)
+    shape = SimpleNamespace(id="0")
+    with torch.no_grad():
+        want_terms = call(ref, cmp.abs_inputs(inputs, ["v"]))
+    *_, terms = Judge.draw(stub, shape, ref, 0, True, "outliers")
+    assert terms is not None and torch.equal(terms, want_terms)
+    *_, none = Judge.draw(stub, shape, ref, 0, False, "correctness")
+    assert none is None
