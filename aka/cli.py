@@ -64,6 +64,7 @@ def cmd_eval(args) -> int:
     console = Console(soft_wrap=True)  # a piped log keeps each message on one line, greppable
     cfg = EvalConfig(device=args.device, draws=args.draws, seed=args.seed, outliers=not args.no_outliers,
                      timing=not args.no_timing, fresh_baselines=args.fresh_baselines, ncu=args.ncu,
+                     compile_report=args.compile_report,
                      peer=not args.no_peer,
                      ncu_shape=args.ncu_shape,
                      sandbox=SandboxConfig(timeout_s=args.timeout, idle_timeout_s=args.idle_timeout))
@@ -153,6 +154,9 @@ def add_eval(sub) -> None:
                    help="do not check and time the op's production peer (meta.json `peer`) beside the candidate")
     e.add_argument("--ncu", action="store_true", default=d.ncu, help="add Nsight Compute metrics for one shape")
     e.add_argument("--ncu-shape", default=d.ncu_shape, help="shape id for --ncu (default: the largest)")
+    e.add_argument("--compile-report", action="store_true", default=d.compile_report,
+                   help="compile the candidate's kernels offline for sm_90a on one shape, in a confined process, "
+                        "and report registers, spills, shared memory and programs per SM (no GPU needed)")
     e.add_argument("--timeout", type=float, default=box.timeout_s,
                    help=f"whole-evaluation timeout, seconds (default {box.timeout_s:g})")
     e.add_argument("--idle-timeout", type=float, default=box.idle_timeout_s,

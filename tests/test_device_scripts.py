@@ -39,7 +39,12 @@ def test_every_part_names_an_existing_kernel_and_bench_shapes():
     assert len(parts) >= 10
     for name, op, kernels, peer, shapes in parts:
         for k in kernels.split(","):
+            k, _, variant = k.partition("@")      # KERNEL@KEY=VAL: an A/B copy of KERNEL
             assert (REPO_ROOT / "knowledge_base" / "kernels" / op / f"{k}.py").is_file(), (name, op, k)
+            if variant:
+                key = variant.partition("=")[0]
+                src = (REPO_ROOT / "knowledge_base" / "kernels" / op / f"{k}.py").read_text()
+                assert re.search(rf'^AKA_PARAMS = {{.*"{key}"', src, re.M), (name, k, key)
         assert peer in ("peer", "-"), name
         meta = json.loads((REPO_ROOT / "bench" / "ops" / op / "meta.json").read_text())
         assert (meta.get("peer") is not None) == (peer == "peer"), (name, "peer column disagrees with meta.json")

@@ -69,6 +69,8 @@ class EvalSettings:
     timeout_s: float = 900.0
     idle_timeout_s: float = 180.0
     ncu: bool = False                     # Nsight Compute metrics for one shape of passing candidates
+    compile_report: bool = True           # offline sm_90a compile of every candidate (registers, spills, programs
+                                          # per SM), in a confined process: the prompt's compiler evidence, no GPU needed
     peer: bool = True                     # GPU: the op's production peer checked and timed beside (×peer)
     confirm_repeats: int = 2              # GPU: fresh evaluations of challenger and incumbent before promotion
     min_rel_gain: float = 0.02            # GPU: the challenger's median objective must beat the incumbent's by this

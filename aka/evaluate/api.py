@@ -33,6 +33,9 @@ class EvalConfig:
     fresh_baselines: bool = False  # ignore the baseline cache and re-measure interleaved
     ncu: bool = False              # Nsight Compute pass on one shape (GPU only)
     ncu_shape: str | None = None
+    compile_report: bool = False   # offline GPU compile of the candidate's launches on one shape (any device):
+                                   # registers, spills, shared memory, programs per SM; advice, not a verdict
+    compile_capability: int = 90   # its target (sm_90a)
     seed: int | None = None        # None: a fresh random seed per evaluation
     unlock_compiles: bool = False  # GPU: let the lock go while the runner compiles (trusted candidates only:
                                    # one could use it to overlap another evaluation's timing; gpulock.py)
@@ -109,6 +112,8 @@ def evaluate(problem: Problem | str | Path, candidate: str | Path, *, shapes=Non
     res = _finish(res, prob, selected)
     if cfg.ncu and res.status == "pass" and device.startswith("cuda"):
         _attach_ncu(res, spec, source, cfg)
+    if cfg.compile_report and report.kernels:
+        _attach_compile(res, prob, source, cfg)
     return res
 
 
@@ -150,6 +155,21 @@ def _attach_ncu(res: EvalResult, spec: EvalSpec, source: str, cfg: EvalConfig) -
     sr.ncu = profile_shape(spec, source, sid, per_forward, sr.bytes)
     if not sr.ncu.get("available"):
         res.notes.append(f"ncu unavailable: {sr.ncu.get('reason')}")
+
+
+def _attach_compile(res: EvalResult, prob: Problem, source: str, cfg: EvalConfig) -> None:
+    """The offline compile report of one shape (the one with the most bytes, as for ncu; on a CPU run
+    one of the small shapes evaluated): what the GPU compiler says about the launches it makes."""
+    from aka.evaluate.compile_report import compile_report
+    if not res.shapes:
+        return
+    sr = max(res.shapes, key=lambda s: s.bytes or 0)
+    try:
+        sr.compile = compile_report(prob.root, source, [sr.id], capability=cfg.compile_capability)
+    except Exception as e:  # noqa: BLE001 - advice only: its failure is a note, never the verdict
+        sr.compile = {"available": False, "reason": f"{type(e).__name__}: {str(e)[:200]}"}
+    if not sr.compile.get("available"):
+        res.notes.append(f"offline compile report unavailable: {sr.compile.get('reason')}")
 
 
 def _finish(res: EvalResult, prob: Problem, selected) -> EvalResult:

@@ -108,6 +108,13 @@ def render(res: EvalResult, console=None) -> None:
         console.print(f"  peer: {p['name']} ({p['library']} {p['version']}): {p.get('what', '')}"
                       + (f"; not used on {len(failed)} shape(s): {failed[0].peer_status}: {failed[0].peer_reason}"
                          if failed else ""))
+    for s in res.shapes:
+        if s.compile and s.compile.get("available"):
+            from aka.evaluate.compile_report import summary_lines
+            console.print(f"  shape {s.id}, offline sm_{s.compile.get('capability', 90)}a compile (no GPU run):",
+                          markup=False)
+            for line in summary_lines(s.compile):
+                console.print(f"    {line}", markup=False)
     for n in res.notes:
         console.print(f"  [dim]note: {n}[/]")
     if res.wall_s:

@@ -64,6 +64,7 @@ class ShapeResult:
     fallback_ops: list[str] | None = None
     profile: list[dict] | None = None   # per-kernel breakdown (torch.profiler)
     ncu: dict | None = None
+    compile: dict | None = None         # offline GPU compile of its launches (aka/evaluate/compile_report.py)
 
 
 @dataclass

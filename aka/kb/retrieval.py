@@ -65,6 +65,9 @@ class ShapeSignal:
     small: bool = False                    # one of the op's small (CPU) shapes
     ncu: NcuSignal | None = None           # None: no usable Nsight Compute counters
     profile: tuple[KernelTime, ...] = ()
+    compile: tuple[str, ...] = ()          # the offline GPU compile's lines (aka/evaluate/compile_report.py)
+    compile_spill_bytes: int = 0           # its largest spill of any launch
+    compile_failed: bool = False           # a launch the GPU compiler refused
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,20 @@ def shape_signal(s, weights: dict[str, float], small_ids: set[str]) -> ShapeSign
         bound=s.bound, iou=s.iou, mfu=s.mfu, speedup_eager=s.speedup_eager, speedup_compile=s.speedup_compile,
         small=s.id in small_ids, ncu=NcuSignal(**{k: ncu.get(k) for k in NCU_KEYS}) if ncu else None,
         profile=tuple(KernelTime(str(p.get("kernel", ""))[:80], p.get("kind"), p.get("calls"), p.get("us"))
-                      for p in (s.profile or [])[:PROFILE_KERNELS]))
+                      for p in (s.profile or [])[:PROFILE_KERNELS]),
+        **_compile_fields(getattr(s, "compile", None)))
+
+
+def _compile_fields(report: dict | None) -> dict:
+    """ShapeSignal's compile fields from a ShapeResult's offline compile report."""
+    from aka.evaluate.compile_report import summary_lines
+    if not report:
+        return {}
+    launches = report.get("launches") or [] if report.get("available") else []
+    return {"compile": tuple(summary_lines(report)),
+            "compile_spill_bytes": max((lr.get("spill_bytes") or 0 for lr in launches), default=0),
+            "compile_failed": bool(report.get("available")) and (bool(report.get("error"))
+                                                                 or any(lr.get("error") for lr in launches))}
 
 
 def symptoms(sig: Signals) -> list[Symptom]:
@@ -129,8 +145,11 @@ def symptoms(sig: Signals) -> list[Symptom]:
         if ncu.occupancy_pct is not None and ncu.occupancy_pct < LOW_OCCUPANCY_PCT:
             add("low occupancy: few resident warps per SM, registers or shared memory limit programs",
                 "occupancy", "few programs")
-        if ncu.spill_bytes or (ncu.registers_per_thread or 0) >= MAX_REGISTERS:
+        if ncu.spill_bytes or (ncu.registers_per_thread or 0) >= MAX_REGISTERS or s.compile_spill_bytes:
             add("register spills: n_spills > 0, local memory traffic, n_regs = 255", "spill", "n_regs = 255")
+    if any(s.compile_failed for s in sig.shapes):
+        add("the kernel does not compile for the GPU: CompilationError from the offline sm_90a compile",
+            "compilationerror", "compile error")
     fail = (sig.failure or "").strip()
     if fail:
         low = fail.lower()

@@ -11,8 +11,6 @@ params:
   BN: [16, 32, 64, 128]
   num_warps: [2, 4, 8]
   num_stages: [1, 2, 3, 4]
-  path: [split, balanced]
-  FUSED: [0, 1]
 summary: Flash-decoding over a paged cache with a per-shape dispatch table over two schedules. The split path's grid is (KV head, sequence, context split), the split length a runtime argument fixed by the table or chosen so that B * Hkv * splits fills WAVES x 132 SMs, fp32 partials merged by an LSE-weighted combine kernel; the balanced path (balanced_split's) gives WAVES x 132 programs equal shares of the batch's tiles, for ragged batches and one KV head. The GQA group forms one MMA tile.
 ---
 o[b, h] = softmax_j (q[b, h] . K[b, j, h // G] * scale) V[b, j, h // G] over j < seq_lens[b], with
@@ -39,7 +37,8 @@ Design:
   scripts/bake_dispatch_attn.py from scripts/gpu_tune_attn.py's winners, empty until a GPU run
   fills it; shapes it does not cover take the nearest entry of the same head dim, AKA_PARAMS
   when there is none.
-- Two paths (cfg "path"): "split" (above; the default) and "balanced", balanced_split.py's
+- Two paths (cfg "path", a table-only key like balanced's FUSED; AKA_PARAMS, the fallback for
+  shapes no entry is near, is the split path's): "split" (above) and "balanced", balanced_split.py's
   schedule: a fixed grid of WAVES x 132 programs per KV head, each taking an equal share of the
   batch's BN-token tiles from seq_lens on the device, partials merged by the last program of a
   sequence to arrive (FUSED 1) or a second launch (FUSED 0). On the H200, at balanced_split's

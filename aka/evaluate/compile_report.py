@@ -1,0 +1,149 @@
+"""An untrusted candidate's offline GPU compile report: registers, spills, shared memory and programs
+per SM of every kernel its forward launches, for a GPU target (sm_90a by default), on any machine.
+
+`aka kb compile-check` (aka/kb/compile_check.py) does this in-process for the knowledge base's own
+kernels. A candidate from the agent is not trusted code, so here the compile runs in a separate,
+disposable process started the way the evaluation's runner is (aka/evaluate/confine.py): where the
+machine allows, its own mount and network namespaces with everything read-only but its directory,
+the knowledge base and caches hidden, an unprivileged user, a scrubbed environment. Unlike the
+runner it may start processes (ptxas reads the PTX), which is why it is not the runner.
+
+The report is advice for the proposer, never a verdict: it comes from the candidate's own process,
+so a candidate could write anything into it. It is parsed as data (numbers and short strings, a
+bounded number of launches) and shown to the agent as what the compiler said about that candidate.
+
+    report = compile_report("bench/ops/rms_norm", source, ["0"])   # -> dict (see _clean)
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+MARK = "AKA_COMPILE_REPORT "
+MAX_LAUNCHES = 24
+_INT_KEYS = ("num_warps", "shared_bytes", "registers", "spill_bytes", "ctas_per_sm")
+
+
+def compile_report(problem: str | Path, source: str, shape_ids: list[str] | None = None, capability: int = 90,
+                   timeout_s: float = 240.0) -> dict:
+    """Compile `source`'s kernels for `capability` on the problem's shapes (default: its small shapes)
+    in a confined process. Returns {"available": bool, "capability", "launches": [...], "error",
+    "confinement"}; "available" False says why not (no Triton CUDA backend, a timeout)."""
+    from aka.evaluate.confine import NOBODY, confine_prefix, hidden_paths
+    from aka.evaluate.sandbox import scrubbed_env
+    from aka.hardware import cache_dir
+    from aka.problem import load_problem
+
+    prob = load_problem(problem)
+    tmp = Path(tempfile.mkdtemp(prefix="aka-compile-"))
+    try:
+        cand = tmp / "candidate.py"
+        cand.write_text(source)
+        job = {"problem": str(prob.root), "candidate": str(cand), "shapes": list(shape_ids or []),
+               "capability": int(capability)}
+        (tmp / "job.json").write_text(json.dumps(job))
+        (tmp / "home").mkdir()
+        env = scrubbed_env({"HOME": str(tmp / "home"), "TMPDIR": str(tmp), "TRITON_CACHE_DIR": str(tmp / "triton"),
+                            "TRITON_INTERPRET": "0", "CUDA_VISIBLE_DEVICES": ""})
+        # hidden as from the runner, but the problem's directory stays readable: the child builds the
+        # shapes' inputs itself (read-only, and what it reads there only shapes its own report)
+        hidden = hidden_paths(SimpleNamespace(problem={}), cache_dir())
+        prefix, info = confine_prefix([str(tmp)], hidden, "cpu", "auto")
+        if info.get("user") == NOBODY:
+            for root, dirs, files in os.walk(tmp):
+                for n in [root] + [os.path.join(root, x) for x in dirs + files]:
+                    os.chown(n, NOBODY, NOBODY)
+        argv = prefix + [sys.executable, "-m", "aka.evaluate.compile_report", str(tmp / "job.json")]
+        try:
+            p = subprocess.run(argv, env=env, cwd=tmp, capture_output=True, text=True, timeout=timeout_s,
+                               start_new_session=True)
+        except subprocess.TimeoutExpired:
+            return {"available": False, "reason": f"the offline compile took over {timeout_s:.0f} s",
+                    "capability": capability, "confinement": info}
+        line = next((x for x in reversed(p.stdout.splitlines()) if x.startswith(MARK)), None)
+        if line is None:
+            tail = (p.stderr or p.stdout or "").strip().splitlines()[-1:] or [f"exit status {p.returncode}"]
+            return {"available": False, "reason": tail[0][:300], "capability": capability, "confinement": info}
+        try:
+            out = _clean(json.loads(line[len(MARK):]))
+        except (ValueError, TypeError, AttributeError) as e:
+            return {"available": False, "reason": f"unreadable report ({type(e).__name__})", "capability": capability,
+                    "confinement": info}
+        out["capability"], out["confinement"] = capability, info
+        return out
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _clean(raw: dict) -> dict:
+    """The child's JSON as data: known keys, ints, short strings, at most MAX_LAUNCHES launches."""
+    def num(v):
+        return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1 << 40 else None
+
+    def text(v, n=200):
+        return str(v)[:n] if v is not None else None
+
+    launches = []
+    for lr in list(raw.get("launches") or [])[:MAX_LAUNCHES]:
+        if not isinstance(lr, dict):
+            continue
+        d = {"kernel": text(lr.get("kernel"), 80) or "?", "error": text(lr.get("error"))}
+        d.update({k: num(lr.get(k)) for k in _INT_KEYS})
+        launches.append(d)
+    return {"available": bool(raw.get("available", True)), "ok": bool(raw.get("ok")),
+            "error": text(raw.get("error"), 300), "reason": text(raw.get("reason"), 300), "launches": launches}
+
+
+def summary_lines(report: dict | None, limit: int = 8) -> list[str]:
+    """One line per compiled launch, as the agent's prompt shows it."""
+    if not report:
+        return []
+    if not report.get("available"):
+        return [f"offline compile unavailable: {report.get('reason') or 'unknown'}"]
+    arch = f"sm_{report.get('capability', 90)}a"
+    out = []
+    if report.get("error"):
+        out.append(f"{arch} compile failed: {report['error']}")
+    for lr in report.get("launches", [])[:limit]:
+        if lr.get("error"):
+            out.append(f"{lr['kernel']}: does not compile for {arch}: {lr['error']}")
+            continue
+        sb = lr.get("shared_bytes")
+        smem = "shared ?" if sb is None else (f"{sb / 1024:.0f} KB shared" if sb >= 1024 else f"{sb} B shared")
+        spill = f", {lr['spill_bytes']} B spilled" if lr.get("spill_bytes") else ", no spills"
+        ctas = f", {lr['ctas_per_sm']} program(s) per SM" if lr.get("ctas_per_sm") is not None else ""
+        nw = lr.get('num_warps')
+        out.append(f"{lr['kernel']} ({nw} warp{'' if nw == 1 else 's'}): {lr.get('registers')} registers{spill}, {smem}{ctas}")
+    return out
+
+
+def _child(job_path: str) -> int:
+    """In the confined process: import the candidate, compile its launches, print one MARK line."""
+    job = json.loads(Path(job_path).read_text())
+    try:
+        import triton.backends.nvidia  # noqa: F401 - the CUDA backend compiles without a GPU
+    except Exception as e:  # noqa: BLE001 - said in the report
+        print(MARK + json.dumps({"available": False, "reason": f"no Triton CUDA backend: {type(e).__name__}"}))
+        return 0
+    from dataclasses import asdict
+
+    from aka.kb.compile_check import compile_check
+    try:
+        rep = compile_check(job["problem"], job["candidate"], job["shapes"] or None, capability=job["capability"])
+        out = {"available": True, "ok": rep.ok, "error": rep.error,
+               "launches": [{k: v for k, v in asdict(lr).items() if k != "constants" and k != "mem"}
+                            for lr in rep.launches]}
+    except Exception as e:  # noqa: BLE001 - a candidate that does not import or build is reported as such
+        out = {"available": True, "ok": False, "error": f"{type(e).__name__}: {str(e)[:240]}", "launches": []}
+    print(MARK + json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_child(sys.argv[1]))
