@@ -101,3 +101,17 @@ def test_the_round_prompt_shows_the_compile_report():
     assert ("shape 3 offline sm_90a compile (ptxas, no GPU run): _row_kernel (8 warps): 255 registers, "
             "248 B spilled, 144 KB shared, 1 program(s) per SM.") in text
     assert any(x.phrase.startswith("register spills") for x in symptoms(sig))
+
+
+def test_a_child_that_cannot_build_the_inputs_is_not_a_compile_failure():
+    """A candidate that insists on a CUDA device fails in the CPU-only child before any launch: the
+    report says so, and no 'does not compile' symptom follows from it."""
+    from aka.evaluate.result import ShapeResult
+    from aka.kb.retrieval import Signals, shape_signal, symptoms
+    src = ROWWISE.replace("class ModelNew(nn.Module):", "torch.cuda.init()\n\nclass ModelNew(nn.Module):", 1)
+    r = compile_report("rms_norm", src, ["s0"])
+    assert r["available"] and not r["ok"] and r["error"] and not r["launches"]
+    assert summary_lines(r)[0].startswith("sm_90a compile not completed:")
+    sig = Signals((shape_signal(ShapeResult(id="s0", label="s0", correct=True, compile=r), {}, set()),))
+    assert not sig.shapes[0].compile_failed
+    assert not any("CompilationError" in s.phrase for s in symptoms(sig))

@@ -109,7 +109,7 @@ def summary_lines(report: dict | None, limit: int = 8) -> list[str]:
     arch = f"sm_{report.get('capability', 90)}a"
     out = []
     if report.get("error"):
-        out.append(f"{arch} compile failed: {report['error']}")
+        out.append(f"{arch} compile not completed: {report['error']}")
     for lr in report.get("launches", [])[:limit]:
         if lr.get("error"):
             out.append(f"{lr['kernel']}: does not compile for {arch}: {lr['error']}")

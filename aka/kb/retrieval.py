@@ -112,8 +112,9 @@ def _compile_fields(report: dict | None) -> dict:
     launches = report.get("launches") or [] if report.get("available") else []
     return {"compile": tuple(summary_lines(report)),
             "compile_spill_bytes": max((lr.get("spill_bytes") or 0 for lr in launches), default=0),
-            "compile_failed": bool(report.get("available")) and (bool(report.get("error"))
-                                                                 or any(lr.get("error") for lr in launches))}
+            # the compiler's refusal, not a child that could not build the inputs or import the file
+            "compile_failed": any(lr.get("error") for lr in launches)
+                              or "CompilationError" in str(report.get("error") or "")}
 
 
 def symptoms(sig: Signals) -> list[Symptom]:
