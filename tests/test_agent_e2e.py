@@ -298,3 +298,22 @@ def test_offline_on_gpu_scores_sol_fraction_and_confirms_before_promoting(tmp_pa
         assert any(c["candidate"] == e["candidate"] and "beyond noise" in c["verdict"] for c in of(evs, "confirm"))
     best = json.loads((tmp_path / "gpu" / "best.json").read_text())
     assert all(s["time_us"] and s["sol_fraction"] for s in best["result"]["shapes"])
+
+
+def test_a_cpu_run_rejects_a_kernel_the_gpu_compiler_refuses_and_says_why(tmp_path, server, monkeypatch):
+    """Through the interpreter the first reply passes every stage, but one of its launches (an 8 x 8
+    tl.dot) does not compile for sm_90a: the run rejects it with the compiler's reason, the next
+    prompt carries the offline compile report, and the clean kernel after it is accepted."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    refused = (FIX / "candidates" / "gpu_refused.py").read_text()
+    server.add({"text": f"Fused.\nTECHNIQUES: row-in-registers\n```python\n{refused}```\n"}, {"text": reply("good")})
+    rc = main(common(tmp_path, "sm90", "model=anthropic:claude-opus-5", f"llm.base_url={server.anthropic_base_url}",
+                     "iters=2"))
+    assert rc == 0
+    evs = events(tmp_path / "sm90")
+    assert [(e["candidate"], e["status"]) for e in of(evs, "evaluation")] == [("c0001", "pass"), ("c0002", "pass")]
+    (rej,) = of(evs, "rejected")
+    assert rej["candidate"] == "c0001" and "_lane_mix does not compile for sm_90a" in rej["reason"]
+    assert [e["candidate"] for e in of(evs, "accepted")] == ["c0002"]
+    second = server.requests[1].body["messages"][-1]["content"]
+    assert "_lane_mix does not compile for sm_90a" in second

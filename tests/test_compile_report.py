@@ -115,3 +115,17 @@ def test_a_child_that_cannot_build_the_inputs_is_not_a_compile_failure():
     sig = Signals((shape_signal(ShapeResult(id="s0", label="s0", correct=True, compile=r), {}, set()),))
     assert not sig.shapes[0].compile_failed
     assert not any("CompilationError" in s.phrase for s in symptoms(sig))
+
+
+def test_a_cpu_run_does_not_promote_a_kernel_the_gpu_compiler_refuses():
+    from aka.agent.objective import acceptable, compiles_for_gpu
+    from aka.evaluate.result import EvalResult, ShapeResult
+    refused = {"available": True, "ok": False, "capability": 90, "launches": [
+        {"kernel": "_tiny_dot", "error": "AssertionError: dims must be >= 16"}]}
+    res = EvalResult(status="pass", device="cpu", shapes=[ShapeResult("s0", "s0", correct=True, compile=refused)])
+    assert acceptable(res)[0]
+    ok, why = compiles_for_gpu(res)
+    assert not ok and "_tiny_dot does not compile for sm_90a" in why
+    fine = dict(refused, ok=True, launches=[{"kernel": "_k", "error": None, "registers": 40}])
+    for rep in (fine, {"available": False, "reason": "no Triton CUDA backend"}, None):
+        assert compiles_for_gpu(EvalResult(status="pass", shapes=[ShapeResult("s0", "s0", compile=rep)]))[0]

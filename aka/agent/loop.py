@@ -17,7 +17,7 @@ from aka.agent import dispatch
 from aka.agent import dropout as drop
 from aka.agent.base import BudgetStop, FatalStop, Proposal, RoundContext, Stalled, Stop, TargetReached
 from aka.agent.config import OptimizeConfig
-from aka.agent.objective import acceptable, better, confirmed, score
+from aka.agent.objective import acceptable, better, compiles_for_gpu, confirmed, score
 from aka.agent.shapes import elements
 from aka.agent.state import State, make_budget
 from aka.agent.store import Candidate, RunStore
@@ -262,6 +262,8 @@ class Optimizer:
     def decide(self, c: Candidate) -> bool:
         inc = self.state.incumbent
         ok, why = acceptable(c.result)
+        if ok and self.device.startswith("cpu"):
+            ok, why = compiles_for_gpu(c.result)
         if ok and not better(c.score, inc.score if inc else None):
             ok, why = False, f"not better than {inc.id}: {fmt(c.score.value)} vs {fmt(inc.score.value)}"
         if ok and inc is not None and not self.device.startswith("cpu"):

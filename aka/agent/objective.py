@@ -41,6 +41,21 @@ def acceptable(res: EvalResult) -> tuple[bool, str]:
     return True, "pass"
 
 
+def compiles_for_gpu(res: EvalResult) -> tuple[bool, str]:
+    """A CPU run's second check: the interpreter takes kernels the GPU compiler refuses (tl.dot under
+    16, a constexpr specialisation it cannot build), so a launch refused by the offline compile
+    (aka/evaluate/compile_report.py) is not a kernel to promote. The report comes from the
+    candidate's own process: a forged refusal only hurts the candidate, and a forged success gains
+    nothing a GPU run would not take back, so it may reject but never accept."""
+    for s in res.shapes:
+        rep = s.compile or {}
+        bad = [lr for lr in rep.get("launches") or [] if lr.get("error")] if rep.get("available") else []
+        if bad:
+            return False, (f"passes the interpreter but {bad[0].get('kernel')} does not compile for "
+                           f"sm_{rep.get('capability', 90)}a: {bad[0]['error']}")
+    return True, "pass"
+
+
 def score(res: EvalResult, weights: dict[str, float], device: str) -> Score:
     ids = [s.id for s in res.shapes if s.id in weights] or list(weights)
     by_id = {s.id: s for s in res.shapes}
