@@ -140,6 +140,9 @@ def test_bake_writes_fastest_correct_config_and_refuses_cpu_runs(tmp_path):
     mod = _load(dst / "split_dispatch.py", "pd_baked2")
     shipped = set(_load(KB / "paged_decode_attention" / "split_dispatch.py", "pd_shipped").DISPATCH)  # H200-baked
     assert set(mod.DISPATCH) == shipped | {"128/16/2/64/16384", "256/16/2/32/32768", "128/32/8/1/32768"}
+    # ... with their provenance comments: the first bake's measurement survives the second
+    text = (dst / "split_dispatch.py").read_text()
+    assert "80.0 us" in text and "300.0 us" in text and "40.0 us" in text
     cpu = tmp_path / "c.json"
     cpu.write_text(json.dumps(_doc("cpu", [_rec("128/16/2/64/16384", 1.0)])))
     p = subprocess.run(bake + [str(cpu)], capture_output=True, text=True, cwd=REPO, timeout=120)
