@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from aka.evaluate import compare as cmp
     from aka.evaluate.loader import ProblemRuntime, call, import_file
-    from aka.evaluate.tensors import inject_outliers
+    from aka.evaluate.tensors import draw_inputs
     from aka.peers import peer_class, peer_of
     from aka.problem import load_problem
 
@@ -53,7 +53,6 @@ def main(argv: list[str] | None = None) -> int:
     shape = prob.select(a.shape)[0].to_json()
     rt = ProblemRuntime(prob.worker_spec(), a.device)
     meta = prob.meta
-    exempt = set((meta.get("outliers") or {}).get("exempt_inputs", []))
     abs_inputs = [s for s in a.abs_inputs.split(",") if s]
     ref = rt.make_reference(shape)
     impls = {}
@@ -69,18 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     for d in range(a.draws):
         seed = a.seed + d
-        torch.manual_seed(seed)
-        inputs = rt.make_inputs(shape)
-        inject_outliers(inputs, exempt, 1e-3, 50.0, torch.Generator().manual_seed(seed + 7))
+        inputs = draw_inputs(rt, shape, seed, True, meta, 1e-3, 50.0)
         clone = lambda src: {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in src.items()}  # noqa: E731
         with torch.no_grad():
             out_r = call(ref, clone(inputs))
-            terms = None
-            if abs_inputs:
-                ab = clone(inputs)
-                for n in abs_inputs:
-                    ab[n] = ab[n].abs()
-                terms = call(ref, ab).float()
+            terms = call(ref, cmp.abs_inputs(inputs, abs_inputs)).float() if abs_inputs else None
         r = out_r.float()
         rowmax = r.abs().amax(dim=-1, keepdim=True)
         for name, m in impls.items():

@@ -47,9 +47,10 @@ def compiles_for_gpu(res: EvalResult) -> tuple[bool, str]:
     (aka/evaluate/compile_report.py) is not a kernel to promote. The report comes from the
     candidate's own process: a forged refusal only hurts the candidate, and a forged success gains
     nothing a GPU run would not take back, so it may reject but never accept."""
+    from aka.evaluate.compile_report import refused_launches
     for s in res.shapes:
         rep = s.compile or {}
-        bad = [lr for lr in rep.get("launches") or [] if lr.get("error")] if rep.get("available") else []
+        bad = refused_launches(rep)
         if bad:
             return False, (f"passes the interpreter but {bad[0].get('kernel')} does not compile for "
                            f"sm_{rep.get('capability', 90)}a: {bad[0]['error']}")

@@ -17,7 +17,6 @@ bounded number of launches) and shown to the agent as what the compiler said abo
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -35,7 +34,7 @@ def compile_report(problem: str | Path, source: str, shape_ids: list[str] | None
     """Compile `source`'s kernels for `capability` on the problem's shapes (default: its small shapes)
     in a confined process. Returns {"available": bool, "capability", "launches": [...], "error",
     "confinement"}; "available" False says why not (no Triton CUDA backend, a timeout)."""
-    from aka.evaluate.confine import NOBODY, confine_prefix, hidden_paths
+    from aka.evaluate.confine import NOBODY, confine_prefix, give_to_nobody, hidden_paths
     from aka.evaluate.sandbox import scrubbed_env
     from aka.hardware import cache_dir
     from aka.problem import load_problem
@@ -56,9 +55,7 @@ def compile_report(problem: str | Path, source: str, shape_ids: list[str] | None
         hidden = hidden_paths(SimpleNamespace(problem={}), cache_dir())
         prefix, info = confine_prefix([str(tmp)], hidden, "cpu", "auto")
         if info.get("user") == NOBODY:
-            for root, dirs, files in os.walk(tmp):
-                for n in [root] + [os.path.join(root, x) for x in dirs + files]:
-                    os.chown(n, NOBODY, NOBODY)
+            give_to_nobody([str(tmp)])
         argv = prefix + [sys.executable, "-m", "aka.evaluate.compile_report", str(tmp / "job.json")]
         try:
             p = subprocess.run(argv, env=env, cwd=tmp, capture_output=True, text=True, timeout=timeout_s,
@@ -98,6 +95,13 @@ def _clean(raw: dict) -> dict:
         launches.append(d)
     return {"available": bool(raw.get("available", True)), "ok": bool(raw.get("ok")),
             "error": text(raw.get("error"), 300), "reason": text(raw.get("reason"), 300), "launches": launches}
+
+
+def refused_launches(report: dict | None) -> list[dict]:
+    """The launches the GPU compiler refused (none when the report is missing or unavailable)."""
+    if not report or not report.get("available"):
+        return []
+    return [lr for lr in report.get("launches") or [] if lr.get("error")]
 
 
 def summary_lines(report: dict | None, limit: int = 8) -> list[str]:

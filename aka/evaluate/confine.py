@@ -98,6 +98,17 @@ def confine_prefix(writable: list[str], hidden: list[str], device: str, user: st
     return prefix, info
 
 
+def give_to_nobody(paths: list[str]) -> None:
+    """chown every file and folder under `paths` to the unprivileged user a confined child runs as."""
+    for w in paths:
+        for root, dirs, files in os.walk(w):
+            for n in [root] + [os.path.join(root, x) for x in dirs + files]:
+                try:
+                    os.chown(n, NOBODY, NOBODY)
+                except OSError:
+                    pass
+
+
 def early_runner(spec_path: str):
     """The judge's first act, before it imports torch: read the spec and start the runner, so the
     two interpreters start side by side (each import of torch is seconds on a busy host).
@@ -189,12 +200,6 @@ def runner_factory(spec: EvalSpec, judge_dir: str):
             writable.append(str(tc))
         prefix, info = confine_prefix(writable, hidden, spec.device, spec.settings.runner_user)
         if info.get("user") == NOBODY:
-            for w in writable:
-                for root, dirs, files in os.walk(w):
-                    for n in [root] + [os.path.join(root, x) for x in dirs + files]:
-                        try:
-                            os.chown(n, NOBODY, NOBODY)
-                        except OSError:
-                            pass
+            give_to_nobody(writable)
         return RunnerClient(spec.device, rdir, env, prefix, info, Path(judge_dir))
     return start

@@ -108,7 +108,7 @@ from aka.evaluate.guards import classify_gpu_kernel
 from aka.evaluate.loader import ProblemRuntime, call
 from aka.evaluate.result import EvalResult, ShapeResult, StageFailure
 from aka.evaluate.spec import EvalSpec
-from aka.evaluate.tensors import (dtype_key, fingerprint, inject_outliers, jsonable_args, output_dtype,
+from aka.evaluate.tensors import (draw_inputs, dtype_key, fingerprint, jsonable_args, output_dtype,
                                   poison_fill, reassemble, same_bits, tensors)
 
 
@@ -219,12 +219,8 @@ class Judge:
 
     def fresh_inputs(self, shape, seed: int, outliers: bool) -> tuple[dict, dict]:
         """One draw's inputs (outliers injected where asked) and the judge's private pristine copy."""
-        torch.manual_seed(seed)
-        inputs = self.rt.make_inputs(shape.to_spec)
-        if outliers:
-            gen = torch.Generator().manual_seed(seed + 7)
-            exempt = set((self.meta.get("outliers") or {}).get("exempt_inputs", []))
-            inject_outliers(inputs, exempt, self.cfg.outlier_frac, self.cfg.outlier_scale, gen)
+        inputs = draw_inputs(self.rt, shape.to_spec, seed, outliers, self.meta, self.cfg.outlier_frac,
+                             self.cfg.outlier_scale)
         pristine = {k: (v.detach().clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
         return inputs, pristine
 

@@ -100,6 +100,18 @@ def fingerprint(x) -> str:
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 
 
+def draw_inputs(rt, shape_spec: dict, seed: int, outliers: bool, meta: dict, frac: float, scale: float) -> dict:
+    """One draw's inputs as the judge makes them: seeded make_inputs, then, for the outlier stage,
+    `frac` of the float inputs scaled by `scale` (meta outliers.exempt_inputs left alone).
+    scripts/outlier_rate.py reproduces the judge's draws through this."""
+    torch.manual_seed(seed)
+    inputs = rt.make_inputs(shape_spec)
+    if outliers:
+        exempt = set((meta.get("outliers") or {}).get("exempt_inputs", []))
+        inject_outliers(inputs, exempt, frac, scale, torch.Generator().manual_seed(seed + 7))
+    return inputs
+
+
 def inject_outliers(inputs: dict, exempt: set[str], frac: float, scale: float, gen: torch.Generator) -> list[str]:
     touched = []
     for name, t in inputs.items():

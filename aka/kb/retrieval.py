@@ -106,15 +106,14 @@ def shape_signal(s, weights: dict[str, float], small_ids: set[str]) -> ShapeSign
 
 def _compile_fields(report: dict | None) -> dict:
     """ShapeSignal's compile fields from a ShapeResult's offline compile report."""
-    from aka.evaluate.compile_report import summary_lines
+    from aka.evaluate.compile_report import refused_launches, summary_lines
     if not report:
         return {}
     launches = report.get("launches") or [] if report.get("available") else []
     return {"compile": tuple(summary_lines(report)),
             "compile_spill_bytes": max((lr.get("spill_bytes") or 0 for lr in launches), default=0),
             # the compiler's refusal, not a child that could not build the inputs or import the file
-            "compile_failed": any(lr.get("error") for lr in launches)
-                              or "CompilationError" in str(report.get("error") or "")}
+            "compile_failed": bool(refused_launches(report)) or "CompilationError" in str(report.get("error") or "")}
 
 
 def symptoms(sig: Signals) -> list[Symptom]:
