@@ -16,6 +16,8 @@
 #        of PART below; set and empty: none), AKA_VT_KBV_OPS (ops whose kernels `aka kb verify` runs on every shape beside),
 #        (in that order; AKA_VT_KBV_JOBS kernels at once, default 2),
 #        AKA_VT_ADV_N (xdist workers for the GPU adversarial suite beside; unset: not run),
+#        AKA_VT_ADV_K (a pytest -k expression: only those adversarial cases, e.g. the ones a cut-off
+#        call did not reach),
 #        AKA_VT_TUNE_CONFIGS / AKA_VT_TUNE_SHAPES / AKA_VT_TUNE_KERNELS (the tuner's --max-configs /
 #        --shapes / --kernels)
 set -uo pipefail
@@ -109,7 +111,7 @@ if [[ -n ${AKA_VT_ADV_N:-} ]]; then
   use_xdist
   ( t=$(( $(left) - 30 ))
     AKA_GPU_RESULTS=$W/adv_results.jsonl timeout --signal=INT "$t" python3 -m pytest -m gpu tests/test_adversarial.py \
-      -q -n "$AKA_VT_ADV_N" -p no:cacheprovider -rA --durations=15 --junitxml="$W/junit_adv.xml" > "$W/adv.log" 2>&1
+      ${AKA_VT_ADV_K:+-k "$AKA_VT_ADV_K"} -q -n "$AKA_VT_ADV_N" -p no:cacheprovider -rA --durations=15 --junitxml="$W/junit_adv.xml" > "$W/adv.log" 2>&1
     echo "[adversarial rc=$? wall=$(( $(date +%s) - T0 ))s since start]" | tee -a "$W/steps.txt" ) &
   sleep 2
 fi
