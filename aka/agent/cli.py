@@ -140,9 +140,16 @@ def build_proposer(cfg, problem, store, budget, console):
         console.print(f"[bold yellow]{notice}[/]")
         store.event("notice", message=notice)
     if spec == "offline":
+        retune = None
+        if cfg.offline.retune:
+            from aka.agent.offline import RetuneSettings
+            from aka.hardware import cache_dir
+            retune = RetuneSettings(str(store.root / "retune"), cfg.offline.tune_s, str(cache_dir() / "locks"),
+                                    wall_left=lambda: None if budget.max_wall_s is None
+                                    else budget.max_wall_s - budget.elapsed_s())
         prop = OfflineProposer(problem, cfg.offline.kernels_dir, exclude_op=cfg.retrieval.exclude_op,
                                use_records=cfg.retrieval.enabled, independent=not cfg.feedback, seed=cfg.seed,
-                               dispatch=cfg.dispatch.enabled)
+                               dispatch=cfg.dispatch.enabled, retune=retune)
         console.print(f"[bold]{prop.banner}[/]")
         for w in prop.warnings:
             console.print(f"[yellow]{w}[/]")

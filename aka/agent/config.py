@@ -93,6 +93,8 @@ class RetrievalConfig:
 @dataclass
 class OfflineConfig:
     kernels_dir: str | None = None        # None: knowledge_base/kernels of the repo
+    retune: bool = True                   # GPU: re-tune a dispatch kernel's table here once it passes (aka/agent/retune.py)
+    tune_s: float = 100.0                 # the tuner's deadline for that move, seconds
 
 
 @dataclass

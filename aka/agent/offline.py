@@ -22,6 +22,11 @@ The search, one point per proposal, never the same point twice:
      bigger blocks, more rows per program, more stages;
    - compute-bound: bigger tiles, more stages, more warps;
    - no timings (CPU interpreter): declared order, up before down; nothing can rank them there.
+   Before those moves, on a GPU, a passing family whose front matter names a tuner (`tuner: gemm`,
+   `tuner: attention`: the dispatch kernels) has its per-shape table re-tuned here, once
+   (aka/agent/retune.py): the repository's tuner over the task's bench shapes, the winners baked
+   into a copy, that copy the proposal. AKA_PARAMS moves cannot change a table, and a table measured
+   on another GPU, or before the tuner's grid grew, is what holds such a kernel back.
 3. Focus neighbourhood exhausted: untried families' defaults, then moves around every other
    passing point, best first. Nothing left: ProposerExhausted.
 A dropout (the loop's stall signal) switches the focus to another family: an untried one at its
@@ -52,6 +57,20 @@ from aka.kb.entries import read_entry
 from aka.objective import objective
 from aka.problem import REPO_ROOT, Problem
 from aka.util import parse_py
+
+RETUNE = "@retune"  # the params key of a re-tune point (aka/agent/retune.py); never written into AKA_PARAMS
+
+
+@dataclass
+class RetuneSettings:
+    """The re-tune move's budget and places: the tuner's deadline, where its files go (one folder per
+    re-tune under the run), the GPU lock's directory, and the run's wall time left (None: unbounded)."""
+    out_root: str
+    tune_s: float = 100.0
+    lock_root: str | None = None
+    wall_left: object = None   # () -> float | None
+    count: int = 0
+
 
 _PARAMS_LINE = re.compile(r"^AKA_PARAMS\s*=\s*\{.*\}[^\n]*$", re.MULTILINE)
 
@@ -84,6 +103,7 @@ class Family:
     params: dict[str, list]
     defaults: dict
     techniques: list[str] = field(default_factory=list)
+    meta: dict = field(default_factory=dict)   # front matter (`tuner`: the re-tune move, aka/agent/retune.py)
 
 
 def load_families(kernels_dir: Path, problem: Problem, exclude_op: bool = False) -> tuple[list[Family], str, list[str]]:
@@ -106,7 +126,7 @@ def load_families(kernels_dir: Path, problem: Problem, exclude_op: bool = False)
                 warns.append(f"{p}: skipped: {e}")
                 continue
             fams.append(Family(str(meta.get("id") or p.stem), p, src, params, defaults,
-                               [str(t) for t in meta.get("techniques") or []]))
+                               [str(t) for t in meta.get("techniques") or []], dict(meta)))
         return fams, warns
 
     own_dir = kernels_dir / problem.name
@@ -258,10 +278,14 @@ class OfflineProposer:
     so no result steers what comes next."""
 
     def __init__(self, problem: Problem, kernels_dir: str | Path | None = None, *, exclude_op: bool = False,
-                 use_records: bool = True, independent: bool = False, seed: int = 0, dispatch: bool = False):
+                 use_records: bool = True, independent: bool = False, seed: int = 0, dispatch: bool = False,
+                 retune: RetuneSettings | None = None):
         self.kernels_dir = Path(kernels_dir) if kernels_dir else REPO_ROOT / "knowledge_base" / "kernels"
         self.families, self.how, self.warnings = load_families(self.kernels_dir, problem, exclude_op)
         self.use_records, self.independent, self.seed, self.dispatch = use_records, independent, seed, dispatch
+        self.retune = retune
+        self.notes: list[str] = []  # why a re-tune point gave no candidate, carried by the next proposal
+        self.retune_failed: set[str] = set()
         self._sample: list[tuple[Family, dict]] | None = None
         self.by_id = {f.id: f for f in self.families}
         self.name = "offline"
@@ -286,6 +310,8 @@ class OfflineProposer:
             if not off:
                 continue
             tried.add(_key(off["family"], off["params"]))
+            if off["params"].get(RETUNE):
+                continue  # its table is the tuner's: moves start from the family's own source
             if c.score and c.score.value is not None and c.status == "pass":
                 passing.append((c.score.value, c.id, off["family"], off["params"]))
         passing.sort(key=lambda t: (-t[0], t[1]))
@@ -328,6 +354,11 @@ class OfflineProposer:
                 yield f, dict(f.defaults), None, "defaults (nothing passes yet)" + (
                     f"; ranked by its partial record: {est[0]:.2f}x the sol of {est[1]} on shape(s) "
                     f"{','.join(est[2])}" if est else "")
+        if passing and self.retune is not None and not ctx.device.startswith("cpu"):
+            for fam_id in dict.fromkeys(fam for _, _, fam, _ in passing):
+                f = self.by_id.get(fam_id)
+                if f is not None and f.meta.get("tuner") and f.id not in self.retune_failed:
+                    yield f, {**f.defaults, RETUNE: 1}, None, f"re-tune {f.id}'s table on this GPU ({f.meta['tuner']} tuner)"
         if self.dispatch and passing and not ctx.device.startswith("cpu"):
             for f in untried_fams:
                 yield f, dict(f.defaults), None, "defaults (a family may win shapes of its own)"
@@ -362,7 +393,8 @@ class OfflineProposer:
         best: dict[str, tuple] = {}
         for c in ctx.history:
             off = c.meta.get("offline")
-            if not off or c.status != "pass" or not c.score or c.score.value is None or off["family"] not in self.by_id:
+            if not off or c.status != "pass" or not c.score or c.score.value is None or off["family"] not in self.by_id \
+                    or off["params"].get(RETUNE):
                 continue
             for s in c.result.shapes:
                 if s.sol_fraction and (s.id not in best or s.sol_fraction > best[s.id][0].sol_fraction):
@@ -399,13 +431,46 @@ class OfflineProposer:
                 continue
             seen.add(k)
             meta = {"offline": {"family": fam.id, "params": params, "why": why}, "focus": self.focus}
-            out.append(Proposal(set_params(fam.source, params), "offline", parent, list(fam.techniques), meta))
+            if params.get(RETUNE):
+                got = self._retune(fam, ctx)
+                if isinstance(got, str):  # not possible or no table came of it: on the record, search on
+                    self.retune_failed.add(fam.id)
+                    self.notes.append(f"{fam.id}: re-tune skipped: {got}")
+                    continue
+                meta["offline"]["why"] = (f"{why}: {got.summary['correct']} correct configurations of "
+                                          f"{got.summary['records']} measured over {len(got.summary['shapes'])} "
+                                          f"shape(s) in {got.summary['wall_s']:.0f} s, the fastest per shape baked")
+                meta["retune"] = got.summary
+                out.append(Proposal(got.source, "offline", parent, list(fam.techniques), meta))
+            else:
+                out.append(Proposal(set_params(fam.source, params), "offline", parent, list(fam.techniques), meta))
+            if self.notes:
+                meta["offline"]["notes"], self.notes = list(self.notes), []
             if len(out) == n:
                 break
         if not out:
             raise ProposerExhausted(f"offline proposer: every reachable point of {len(self.families)} "
                                     "kernel families has been evaluated")
         return out
+
+    def _retune(self, fam: Family, ctx: RoundContext):
+        """The family's kernel with its table re-tuned here (retune.Retuned), or why not (a str)."""
+        from aka.agent import retune as rt
+        st = self.retune
+        why = rt.unavailable(fam.meta, fam.path, ctx.problem, ctx.task.ids, ctx.device)
+        if why:
+            return why
+        walls = [float(c.result.wall_s.get("total_s") or 0.0) for c in ctx.history if c.result is not None]
+        need = st.tune_s + 2 * max(walls, default=0.0)  # the tuner, its candidate's evaluation, a closing round
+        left = st.wall_left() if st.wall_left else None
+        if left is not None and left < need:
+            return f"{left:.0f} s of the wall budget left, the move needs about {need:.0f} s"
+        st.count += 1
+        try:
+            return rt.retune(fam.meta, fam.path, ctx.problem, ctx.task.ids, Path(st.out_root) / f"r{ctx.round:03d}-{st.count}",
+                             st.tune_s, st.lock_root)
+        except (rt.RetuneError, OSError, ValueError) as e:
+            return str(e)
 
     def _propose_independent(self, ctx: RoundContext, n: int) -> list[Proposal]:
         if self._sample is None:

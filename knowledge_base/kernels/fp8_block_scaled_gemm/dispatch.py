@@ -9,6 +9,7 @@ params:
   TMA: [0, 1]
   PERSISTENT: [0, 1]
   FIXUP: [0, 1]
+tuner: gemm
 summary: One candidate for every M of the DeepSeek-V3 block-scaled fp8 GEMM. forward() picks a configuration per shape from a table measured on the GPU (nearest measured shape) and runs a GEMV for M <= 4 or a tile kernel with pointer or TMA loads, optionally persistent with grouped order and split-K over whole 128-wide scale groups.
 ---
 y = (a * a_scale) @ (b * b_scale).T: a [M, K] e4m3 with one fp32 scale per token per 128-wide K

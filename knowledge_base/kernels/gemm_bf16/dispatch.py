@@ -9,6 +9,7 @@ params:
   TMA: [0, 1]
   PERSISTENT: [0, 1]
   FIXUP: [0, 1]
+tuner: gemm
 summary: One candidate for every M. forward() picks a configuration per shape from a table measured on the GPU (nearest measured shape in log space, M weighted most) and runs one of three paths, a GEMV for M <= 4, a pointer-load tile kernel or a TMA tile kernel, each optionally persistent with grouped tile order and split-K (fp32 partials, deterministic second-pass reduction).
 ---
 y = x @ w.T, x [M, K] and w [N, K] bf16 (both K-contiguous), fp32 accumulation, one bf16 rounding.

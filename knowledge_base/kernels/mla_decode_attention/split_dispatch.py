@@ -12,6 +12,7 @@ params:
   WAVES: [1, 2, 4]
   num_warps: [4, 8]
   num_stages: [1, 2, 3]
+tuner: attention
 summary: Absorbed-MLA decode with heads as MMA rows and a per-shape dispatch table. Grid (head block, sequence, context split) with the head blocks of one split adjacent so they share the gathered latent rows through L2; the split length is a runtime argument, fixed by the table or chosen so that the grid fills WAVES x 132 SMs; fp32 partials merged by an LSE-weighted combine kernel.
 ---
 score[h, t] = (q_nope[h] . c[t] + q_pe[h] . k_pe[t]) * scale; out[h] = softmax(score[h]) @ c, with

@@ -11,6 +11,7 @@ params:
   BN: [16, 32, 64, 128]
   num_warps: [2, 4, 8]
   num_stages: [1, 2, 3, 4]
+tuner: attention
 summary: Flash-decoding over a paged cache with a per-shape dispatch table over two schedules. The split path's grid is (KV head, sequence, context split), the split length a runtime argument fixed by the table or chosen so that B * Hkv * splits fills WAVES x 132 SMs, fp32 partials merged by an LSE-weighted combine kernel; the balanced path (balanced_split's) gives WAVES x 132 programs equal shares of the batch's tiles, for ragged batches and one KV head. The GQA group forms one MMA tile.
 ---
 o[b, h] = softmax_j (q[b, h] . K[b, j, h // G] * scale) V[b, j, h // G] over j < seq_lens[b], with

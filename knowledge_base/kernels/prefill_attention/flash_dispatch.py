@@ -12,6 +12,7 @@ params:
   TMA: [0, 1]
   num_warps: [4, 8]
   num_stages: [1, 2, 3, 4]
+tuner: attention
 summary: FlashAttention-2 forward over packed varlen sequences with a per-shape dispatch table. One kernel covers one-head tiles (flash_varlen) and GQA-packed tiles (gqa_packed), K/V through TMA tensor descriptors or pointer loads, pipelined by num_stages; a table keyed by (D, Hq, Hkv, T, num_seqs) picks BM/BN/PACK/TMA/warps/stages per shape, the nearest entry of the same head dim for unseen shapes, AKA_PARAMS when the table is empty.
 ---
 Causal GQA attention, q [T, Hq, D], k/v [T, Hkv, D], sequences delimited by cu_seqlens.
