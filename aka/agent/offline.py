@@ -467,7 +467,8 @@ class OfflineProposer:
             return f"{left:.0f} s of the wall budget left, the move needs about {need:.0f} s"
         st.count += 1
         try:
-            return rt.retune(fam.meta, fam.path, ctx.problem, ctx.task.ids, Path(st.out_root) / f"r{ctx.round:03d}-{st.count}",
+            return rt.retune(fam.meta, fam.path, ctx.problem, rt.bench_ids(ctx.problem, ctx.task.ids),
+                             Path(st.out_root) / f"r{ctx.round:03d}-{st.count}",
                              st.tune_s, st.lock_root)
         except (rt.RetuneError, OSError, ValueError) as e:
             return str(e)

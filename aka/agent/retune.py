@@ -79,7 +79,7 @@ def unavailable(meta: dict, path: Path, problem, shape_ids: list[str], device: s
         return f"unknown tuner {name!r} (known: {', '.join(RECIPES)})"
     if not device.startswith("cuda"):
         return "a tuner times configurations: GPU only"
-    if Path(problem.path).resolve() != (REPO_ROOT / "bench" / "ops" / problem.name).resolve():
+    if problem.kind != "opdir" or Path(problem.root).resolve() != (REPO_ROOT / "bench" / "ops" / problem.name).resolve():
         return f"{problem.name} is not a bundled op (the tuners read bench/ops/<op>)"
     stem = rec.kernels.get(problem.name) if rec.kernels is not None else "dispatch"
     if stem is None:
@@ -104,8 +104,10 @@ def _argv(template: tuple[str, ...], **kw) -> list[str]:
 
 
 def retune(meta: dict, path: Path, problem, shape_ids: list[str], out_dir: Path, deadline_s: float,
-           lock_root: str | None = None) -> Retuned:
-    """Tune over the task's bench shapes, bake into a copy of `path` under out_dir, return its source."""
+           lock_root: str | None = None, tune_args: tuple[str, ...] = (), bake_args: tuple[str, ...] = ()) -> Retuned:
+    """Tune `shape_ids` (the tuner's shape ids: the task's bench shapes, bench_ids), bake the winners
+    into a copy of `path` under out_dir, return its source. tune_args / bake_args are appended to the
+    two commands (the tests run the tuners' interpreter modes with them)."""
     rec = recipe_for(meta)
     if rec is None:
         raise RetuneError(f"no tuner recipe for {meta.get('tuner')!r}")
@@ -117,9 +119,11 @@ def retune(meta: dict, path: Path, problem, shape_ids: list[str], out_dir: Path,
     copy = kb / "kernels" / problem.name / Path(path).name
     copy.parent.mkdir(parents=True)
     shutil.copyfile(path, copy)
-    ids = bench_ids(problem, shape_ids)
+    ids = list(shape_ids)
+    if not ids:
+        raise RetuneError("no shapes to tune")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-    cmd = _argv(rec.tune, out=tune_dir, op=problem.name, shapes=",".join(ids), deadline=f"{deadline_s:g}")
+    cmd = _argv(rec.tune, out=tune_dir, op=problem.name, shapes=",".join(ids), deadline=f"{deadline_s:g}") + list(tune_args)
     t0 = time.monotonic()
     log = out_dir / "tune.log"
     with _exclusive_gpu(lock_root), log.open("w") as fh:
@@ -137,7 +141,7 @@ def retune(meta: dict, path: Path, problem, shape_ids: list[str], out_dir: Path,
     summary = summarize(json.loads(result.read_text()), problem.name)
     if not summary["correct"]:
         raise RetuneError(f"the tuner measured no correct configuration ({summary['records']} records)")
-    bake = _argv(rec.bake, json=result, op=problem.name, kernels=kb / "kernels", kb=kb)
+    bake = _argv(rec.bake, json=result, op=problem.name, kernels=kb / "kernels", kb=kb) + list(bake_args)
     got = subprocess.run(bake, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
     if got.returncode != 0:
         raise RetuneError(f"the bake failed: {(got.stderr or got.stdout).strip()[-300:]}")
