@@ -188,3 +188,49 @@ def test_retune_waits_for_room_in_the_wall_budget(monkeypatch):
     p = pr.propose(ctx([first]), 1)[0]
     assert RETUNE not in p.meta["offline"]["params"] and not calls
     assert any("wall budget left" in n for n in p.meta["offline"]["notes"])
+
+
+def test_loop_evaluates_and_promotes_the_retuned_table(tmp_path, monkeypatch):
+    """The loop's GPU branch with the harness replaced by fixed times (faster for the re-tuned
+    source) and the tuner by a stub: the re-tune is round 2, is confirmed, becomes the incumbent,
+    and the report's Re-tune section says what was measured. Wiring only: the real tuner and bake
+    are run above."""
+    from aka.agent.config import OptimizeConfig
+    from aka.agent.loop import Optimizer
+    from aka.agent.objective import score
+    from aka.agent.offline import OfflineProposer, RetuneSettings
+    from aka.agent.report import write_report
+    from aka.agent.shapes import task_shapes
+    from aka.agent.store import RunStore
+    from aka.evaluate.result import EvalResult, ShapeResult
+    prob = load_problem("gemm_bf16")
+    task = task_shapes(prob, "all", "cuda", 65536)
+    cfg = OptimizeConfig(op="gemm_bf16", runs_dir=str(tmp_path))
+    cfg.budget.iterations = 3
+
+    def fake_retune(meta, path, problem, ids, out_dir, deadline_s, lock_root=None, **kw):
+        return rt.Retuned(path.read_text() + "\n# retuned\n", {"correct": 40, "records": 52, "shapes": list(ids),
+                                                               "wall_s": 61.0, "tuner": "gpu_tune_gemm.py ...",
+                                                               "tune_json": str(out_dir / "tune.json")})
+    monkeypatch.setattr(rt, "retune", fake_retune)
+
+    def fake_eval(c, remeasure=False):
+        f = 0.8 if "# retuned" in (c.source or "") else 1.0
+        res = EvalResult("pass", shapes=[ShapeResult(id=s, correct=True, time_us=10.0 * f, time_ci_us=[9.9 * f, 10.1 * f],
+                                                     sol_us=5.0, sol_fraction=0.5 / f) for s in task.ids])
+        res.wall_s = {"total_s": 1.0}
+        return res, score(res, task.weights, "cuda")
+
+    store = RunStore.create(tmp_path, "retune-loop")
+    prop = OfflineProposer(prob, use_records=False, dispatch=True, retune=RetuneSettings(str(store.root / "retune"), 50.0))
+    prop.families = [f for f in prop.families if f.id.endswith("/dispatch")]
+    prop.by_id = {f.id: f for f in prop.families}
+    opt = Optimizer(cfg, prob, task, prop, store)
+    opt._eval = fake_eval
+    out = opt.run()
+    first, second = opt.state.history[:2]
+    assert second.meta.get("retune") and second.accepted and second.round == 2
+    assert out.incumbent.score.value > first.score.value
+    text = write_report(store, opt.state, prob, task, cfg, "offline", (out.stop_kind, out.reason)).read_text()
+    assert "## Re-tune" in text and "40 correct configurations of 52 measured in 61 s" in text
+    assert "table re-tuned here" in text

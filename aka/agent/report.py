@@ -218,12 +218,17 @@ def write_report(store: RunStore, state: State, problem, task, cfg, proposer_nam
         what = c.kind or "-"
         if c.meta.get("offline"):
             what = f"{c.meta['offline']['family']} {c.meta['offline']['params']}"
+        if c.meta.get("retune"):
+            rt = c.meta["retune"]
+            what = (f"{c.meta['offline']['family']}, table re-tuned here ({rt.get('correct')} correct configurations "
+                    f"of {rt.get('records')}, {len(rt.get('shapes') or [])} shapes, {fmt(rt.get('wall_s'), '.0f')} s)")
         if c.meta.get("dispatch"):
             what = "dispatch of " + ", ".join(c.meta["dispatch"].get("variants", []))
         decision = c.meta.get("decision") or (c.error or "")[:120]
         lines.append(f"| {c.id} | {c.round} | {what} | {c.parent or '-'} | {c.status} | "
                      f"{fmt(c.score.value) if c.score else '-'} | {decision.replace('|', '/')} |")
     lines += dispatch_section(store, state)
+    lines += retune_section(state)
     drops = [e for e in store.events() if e["type"] == "dropout"]
     if drops:
         lines += ["", "## Dropouts", ""]
@@ -237,6 +242,24 @@ def write_report(store: RunStore, state: State, problem, task, cfg, proposer_nam
     if inc is not None:
         write_kernel_module(store, problem, task)
     return store.write_text("report.md", "\n".join(lines))
+
+
+def retune_section(state) -> list[str]:
+    """## Re-tune: each re-tuned table the offline search proposed (tuner, counts, where its JSON is),
+    and each re-tune it skipped with the reason."""
+    done = [c for c in state.history if c.meta.get("retune")]
+    skipped = [n for c in state.history for n in (c.meta.get("offline") or {}).get("notes", []) if "re-tune" in n]
+    if not done and not skipped:
+        return []
+    lines = ["", "## Re-tune", ""]
+    for c in done:
+        rt = c.meta["retune"]
+        lines.append(f"- {c.id}: `{rt.get('tuner')}`: {rt.get('correct')} correct configurations of "
+                     f"{rt.get('records')} measured in {fmt(rt.get('wall_s'), '.0f')} s over shapes "
+                     f"{', '.join(rt.get('shapes') or [])}; the fastest per shape baked into the candidate "
+                     f"(`{rt.get('tune_json')}`); then judged and timed as any candidate: {c.meta.get('decision', '-')}.")
+    lines += [f"- skipped: {n}" for n in skipped]
+    return lines
 
 
 def _peer_line(result, problem) -> str:
