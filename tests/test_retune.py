@@ -234,3 +234,23 @@ def test_loop_evaluates_and_promotes_the_retuned_table(tmp_path, monkeypatch):
     text = write_report(store, opt.state, prob, task, cfg, "offline", (out.stop_kind, out.reason)).read_text()
     assert "## Re-tune" in text and "40 correct configurations of 52 measured in 61 s" in text
     assert "table re-tuned here" in text
+
+
+@pytest.mark.slow
+def test_retune_end_to_end_with_the_attention_tuner_on_cpu(tmp_path):
+    """The attention recipe (gpu_tune_attn.py, then bake_dispatch_attn.py into a copy under --kb):
+    one small shape, one config, the interpreter; its bake accepts the CPU run only because the test
+    says --allow-cpu."""
+    prob = load_problem("paged_decode_attention")
+    meta, _ = read_entry(PAGED)
+    original = PAGED.read_text()
+    got = rt.retune(meta, PAGED, prob, ["s0"], tmp_path / "r", 300.0,
+                    tune_args=("--device", "cpu", "--max-configs", "1"), bake_args=("--allow-cpu",))
+    assert PAGED.read_text() == original
+    doc = json.loads(Path_(got.summary["tune_json"]).read_text())
+    assert doc["provenance"]["device"] == "cpu" and got.summary["correct"] == 1
+    key = doc["best"]["paged_decode_attention"]["s0"]["key"]
+    copy = tmp_path / "r" / "kb" / "kernels" / "paged_decode_attention" / "split_dispatch.py"
+    mod, shipped = _load(copy, "_attn_retuned"), _load(PAGED, "_attn_shipped")
+    assert set(mod.DISPATCH) == set(shipped.DISPATCH) | {key}
+    assert got.source == copy.read_text() and check_source(got.source).ok
