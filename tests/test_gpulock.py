@@ -263,3 +263,22 @@ def test_on_a_gpu_the_runners_compiles_run_outside_the_lock(tmp_path, monkeypatc
                    shapes="0,5,10", config=cfg)
     assert res.status == "pass", res.reason
     assert res.wall_s.get("compiling_unlocked_s", 0) > 0, res.wall_s
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_remeasurement_times_every_shape():
+    """`aka optimize`'s confirmation re-measures challenger and incumbent with checks=False. That
+    mode skips the correctness stage, whose forward calls tell the judge each shape's output
+    structure; the checked timed call then found "0 outputs" on every shape after the first, so
+    every GPU confirmation failed from 2026-12-01 until this was found on 2026-12-05
+    (results/h200/optimize-2026-12-05). Several shapes, re-measured: all timed, a pass."""
+    from aka.evaluate.api import EvalConfig, cuda_available, evaluate
+    from aka.problem import REPO_ROOT
+    if not cuda_available():
+        pytest.skip("needs a CUDA GPU")
+    cfg = EvalConfig(device="cuda", baselines=False, peer=False, checks=False)
+    res = evaluate("rms_norm", REPO_ROOT / "knowledge_base" / "kernels" / "rms_norm" / "rowwise.py",
+                   shapes="0,5,10", config=cfg)
+    assert res.status == "pass", res.reason
+    assert all(s.time_us for s in res.shapes), [(s.id, s.time_us) for s in res.shapes]
+    assert "correctness" not in res.stages_run

@@ -140,6 +140,13 @@ def time_shapes(judge, shapes) -> None:
         sr = judge.shape_results[shape.id]
         with gpu.shared("build"):  # building modules moves weights to the GPU: not during another's timing
             ref = judge.rt.make_reference(shape.to_spec) if baselines_only else judge.build(shape, "timing")
+            if not baselines_only and shape.id not in judge.structure:
+                # A re-measurement skips the correctness stage, whose forward calls tell the judge the
+                # candidate's output structure per shape (the checked call's buffers are allocated from
+                # it). One untimed forward learns it; without it every shape but the first-call one
+                # failed the checked call with "0 outputs" (all GPU confirmations since 2026-12-01).
+                torch.manual_seed(seed - 2)
+                judge.run_candidate(judge.rt.make_inputs(shape.to_spec), shape.id, "timing")
         cache_path = _baseline_cache_path(judge, shape)
         cached = None
         if cache_path and cache_path.exists() and not judge.cfg.fresh_baselines:
