@@ -78,6 +78,9 @@ MID_MORE = [tile(128, 64, 128, 4, 4, 1, split=2), tile(128, 64, 128, 4, 4, 1, sp
 # that sits near the ridge (15.5 GFLOP padded, 121 MB of weight). 32-row tiles cover it exactly in
 # three row tiles; grouped order (GROUP 8) runs the three that share a weight tile back to back, so
 # the weight is read from DRAM once and from L2 twice. Only for M an odd multiple of 32.
+# Measured on the H200 the same day (results/h200/optimize-2026-12-05, the re-tune's tune.json): all six
+# correct and slower, 63-102 us against 44.4 us for 128x128x64 split 2 (cuBLAS 35.6 us). Padding is
+# not what holds M 96 back; the six stay in the grid as measured evidence (they cost about a second).
 MID_ROWS32 = [tile(32, 128, 128, 4, 4, 1), tile(32, 128, 128, 4, 4, 1, split=2), tile(32, 256, 64, 4, 4, 1),
               tile(32, 128, 64, 4, 6, 1), tile(32, 64, 128, 4, 6, 1, split=2), tile(32, 256, 128, 8, 3, 1)]
 
