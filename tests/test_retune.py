@@ -254,3 +254,27 @@ def test_retune_end_to_end_with_the_attention_tuner_on_cpu(tmp_path):
     mod, shipped = _load(copy, "_attn_retuned"), _load(PAGED, "_attn_shipped")
     assert set(mod.DISPATCH) == set(shipped.DISPATCH) | {key}
     assert got.source == copy.read_text() and check_source(got.source).ok
+
+
+@pytest.mark.slow
+def test_retune_end_to_end_with_the_moe_tuner_on_cpu(tmp_path):
+    """The MoE recipe: tuner and bake both on the copy (--kernel), one small shape under the
+    interpreter; its bake accepts an untimed run only with --allow-unmeasured (the test's)."""
+    moe = REPO_ROOT / "knowledge_base" / "kernels" / "fused_moe" / "grouped_dispatch.py"
+    prob = load_problem("fused_moe")
+    meta, _ = read_entry(moe)
+    assert meta["tuner"] == "moe" and rt.unavailable(meta, moe, prob, list(prob.shapes), "cuda") is None
+    original = moe.read_text()
+    got = rt.retune(meta, moe, prob, ["s0"], tmp_path / "r", 600.0, tune_args=("--device", "cpu"),
+                    bake_args=("--allow-unmeasured",))
+    assert moe.read_text() == original
+    doc = json.loads(Path_(got.summary["tune_json"]).read_text())
+    assert [s["id"] for s in doc["shapes"]] == ["s0"] and got.summary["shapes_won"] == 1
+    assert got.summary["correct"] == sum(c["ok"] for c in doc["shapes"][0]["configs"]) > 0
+    copy = tmp_path / "r" / "kb" / "kernels" / "fused_moe" / "grouped_dispatch.py"
+    assert got.source == copy.read_text() != original and check_source(got.source).ok
+    kw = doc["shapes"][0]["input_kwargs"]
+    baked = _load(copy, "_moe_retuned")
+    pick = baked.pick_config(kw["num_tokens"], kw["num_experts"], kw["hidden_size"], kw["intermediate_size"], kw["top_k"])
+    want = {k: v for k, v in doc["shapes"][0]["best"]["config"].items() if k != "TABLE"}
+    assert {k: pick[k] for k in want} == want

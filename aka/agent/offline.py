@@ -23,7 +23,7 @@ The search, one point per proposal, never the same point twice:
    - compute-bound: bigger tiles, more stages, more warps;
    - no timings (CPU interpreter): declared order, up before down; nothing can rank them there.
    Before those moves, on a GPU, a passing family whose front matter names a tuner (`tuner: gemm`,
-   `tuner: attention`: the dispatch kernels) has its per-shape table re-tuned here, once
+   `tuner: attention`, `tuner: moe`: the dispatch kernels) has its per-shape table re-tuned here, once
    (aka/agent/retune.py): the repository's tuner over the task's bench shapes, the winners baked
    into a copy, that copy the proposal. AKA_PARAMS moves cannot change a table, and a table measured
    on another GPU, or before the tuner's grid grew, is what holds such a kernel back.

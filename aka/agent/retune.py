@@ -14,7 +14,7 @@ promoted by the loop like any other candidate. The tuner runs our own knowledge-
 repository's file, the one whose front matter names the tuner), never a candidate, under the GPU
 lock held exclusively, so other evaluations on the same GPU neither slow it nor are slowed.
 
-A kernel opts in with `tuner: gemm` or `tuner: attention` in its front matter. The move is offered
+A kernel opts in with `tuner: gemm`, `tuner: attention` or `tuner: moe` in its front matter. The move is offered
 only on a GPU, for a bundled op whose task shapes include bench shapes, and for the repository's
 own file (the tuners read knowledge_base/kernels/<op>/<kernel>.py, not another directory's copy).
 """
@@ -40,9 +40,9 @@ class RetuneError(RuntimeError):
 
 @dataclass(frozen=True)
 class Recipe:
-    tune: tuple[str, ...]   # the tuner's argv after `python`: {out} {op} {shapes} {deadline} {kernel}
+    tune: tuple[str, ...]   # the tuner's argv after `python`: {out} {op} {shapes} {deadline} {copy}
     result: str             # the JSON it writes in {out}
-    bake: tuple[str, ...]   # the baker's argv: {json} {op} {kernels} {kb}
+    bake: tuple[str, ...]   # the baker's argv: {json} {op} {kernels} {kb} {copy}
     kernels: dict | None = None  # op -> the file stem the tuner reads (None: dispatch.py)
 
 
@@ -56,6 +56,12 @@ RECIPES = {
                         ("bake_dispatch_attn.py", "{json}", "--kb", "{kb}"),
                         {"prefill_attention": "flash_dispatch", "paged_decode_attention": "split_dispatch",
                          "mla_decode_attention": "split_dispatch"}),
+    # the MoE tuner and baker take the kernel's path: both work on the copy
+    "moe": Recipe(("gpu_tune_moe.py", "{out}", "--shapes", "{shapes}", "--deadline", "{deadline}", "--device", "cuda",
+                   "--kernel", "{copy}"),
+                  "moe_tune.json",
+                  ("bake_dispatch_moe.py", "{json}", "--kernel", "{copy}"),
+                  {"fused_moe": "grouped_dispatch"}),
 }
 
 
@@ -123,7 +129,8 @@ def retune(meta: dict, path: Path, problem, shape_ids: list[str], out_dir: Path,
     if not ids:
         raise RetuneError("no shapes to tune")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-    cmd = _argv(rec.tune, out=tune_dir, op=problem.name, shapes=",".join(ids), deadline=f"{deadline_s:g}") + list(tune_args)
+    cmd = _argv(rec.tune, out=tune_dir, op=problem.name, shapes=",".join(ids), deadline=f"{deadline_s:g}",
+                copy=copy) + list(tune_args)
     t0 = time.monotonic()
     log = out_dir / "tune.log"
     with _exclusive_gpu(lock_root), log.open("w") as fh:
@@ -141,7 +148,7 @@ def retune(meta: dict, path: Path, problem, shape_ids: list[str], out_dir: Path,
     summary = summarize(json.loads(result.read_text()), problem.name)
     if not summary["correct"]:
         raise RetuneError(f"the tuner measured no correct configuration ({summary['records']} records)")
-    bake = _argv(rec.bake, json=result, op=problem.name, kernels=kb / "kernels", kb=kb) + list(bake_args)
+    bake = _argv(rec.bake, json=result, op=problem.name, kernels=kb / "kernels", kb=kb, copy=copy) + list(bake_args)
     got = subprocess.run(bake, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
     if got.returncode != 0:
         raise RetuneError(f"the bake failed: {(got.stderr or got.stdout).strip()[-300:]}")
@@ -154,7 +161,14 @@ def retune(meta: dict, path: Path, problem, shape_ids: list[str], out_dir: Path,
 
 
 def summarize(doc: dict, op: str) -> dict:
-    """Counts from a tuner's JSON: records, correct ones, shapes with a winner."""
+    """Counts from a tuner's JSON: records, correct ones, shapes with a winner. The GEMM and
+    attention tuners write flat `records`; the MoE tuner one entry per shape with its `configs`."""
+    if "records" not in doc and isinstance(doc.get("shapes"), list):
+        cfgs = [(str(sh.get("id")), c) for sh in doc["shapes"] for c in sh.get("configs") or []]
+        ok = [(sid, c) for sid, c in cfgs if c.get("ok")]
+        won = [sh for sh in doc["shapes"] if (sh.get("best") or {}).get("ok")]
+        return {"records": len(cfgs), "correct": len(ok), "shapes_won": len(won),
+                "skipped_for_deadline": doc.get("skipped_for_deadline")}
     recs = [r for r in doc.get("records", []) if r.get("op", op) == op]
     ok = [r for r in recs if r.get("correct") and r.get("us") and not r.get("error")]
     return {"records": len(recs), "correct": len(ok), "shapes_won": len({str(r.get("shape")) for r in ok}),

@@ -18,6 +18,7 @@ params:
   SPLIT_K: [1, 2, 4]
   PERSIST: [0, 1]
   USE_TMA: [0, 1]
+tuner: moe
 summary: Grouped-GEMM fused MoE with a per-shape dispatch table (vLLM-style config per model geometry and token count). Tokens sorted by expert and padded to BM, GEMM1 over (expert, M-tile, N-tile) with SiLU-and-mul in the epilogue, GEMM2 with the routing weight fused and either an fp32 atomic top-k combine (optionally split-K, for decode) or per-slot bf16 rows and a fixed-order sum; optional TMA weight tiles and persistent tile loop.
 ---
 out[t] = sum_j w[t, j] * W2[e] (silu(W1g[e] x_t) * W1u[e] x_t), e = topk_ids[t, j] (-1: skip).
