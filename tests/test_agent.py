@@ -425,7 +425,8 @@ def test_confirmation_remeasures_both_at_once_timing_only():
         _time.sleep(0.05)
         with lock:
             live[0] -= 1
-        return EvalResult("pass"), Score(next(values[c.id]), "sol_fraction")
+        v = next(values[c.id])
+        return (EvalResult("pass") if v is not None else EvalResult("incorrect", "broke")), Score(v, "sol_fraction")
 
     events = []
     stub = SimpleNamespace(cfg=SimpleNamespace(eval=SimpleNamespace(confirm_repeats=2, min_rel_gain=0.02)),
@@ -437,6 +438,12 @@ def test_confirmation_remeasures_both_at_once_timing_only():
     assert sorted(calls) == [("c1", True), ("c1", True), ("c2", True), ("c2", True)]
     assert peak[0] == 2, "challenger and incumbent must be re-measured at the same time"
     assert events[-1][0] == "confirm" and events[-1][1]["challenger"] == [0.61, 0.62, 0.615]
+    assert "incumbent_failed" not in events[-1][1]
+    # an incumbent that fails its re-measurement is named in the confirm event (not silently dropped)
+    values.update({"c2": iter([0.62, 0.615]), "c1": iter([None, 0.505])})
+    ok, _ = Optimizer.confirm(stub, ch, inc)
+    assert events[-1][1]["incumbent_samples"] == [0.51, 0.505]
+    assert events[-1][1]["incumbent_failed"] == ["incorrect broke"]
 
 
 def test_offline_proposer_starts_from_the_best_kernel_the_knowledge_base_measured():

@@ -348,6 +348,7 @@ class Optimizer:
             ok = better(c.score, inc.score, gain)
             return ok, "accepted" if ok else f"gain under eval.min_rel_gain={gain}"
         ch, ic = [c.score.value], [inc.score.value]
+        inc_failed: list[str] = []  # the incumbent failing its re-measurement: on the record, never silent
         from concurrent.futures import ThreadPoolExecutor
         for i in range(k):
             # Both re-measured at once (timing only: both passed the checks already, and the timed
@@ -360,12 +361,16 @@ class Optimizer:
                     self.emit("confirm", candidate=c.id, incumbent=inc.id, challenger=ch, incumbent_samples=ic,
                               verdict=f"challenger failed on re-evaluation: {res.status}")
                     return False, f"failed on re-evaluation: {res.status} {res.reason[:120]}"
+                if s.value is None and who is inc:
+                    inc_failed.append(f"{res.status} {res.reason[:160]}")
                 if s.value is not None and s.kind == c.score.kind:
                     samples.append(s.value)
         ok = confirmed(ch, ic, gain)
         verdict = (f"median {statistics.median(ch):.4g} vs {statistics.median(ic):.4g}: "
                    + ("beyond noise" if ok else "within noise"))
-        self.emit("confirm", candidate=c.id, incumbent=inc.id, challenger=ch, incumbent_samples=ic, verdict=verdict)
+        extra = {"incumbent_failed": inc_failed} if inc_failed else {}
+        self.emit("confirm", candidate=c.id, incumbent=inc.id, challenger=ch, incumbent_samples=ic, verdict=verdict,
+                  **extra)
         return ok, "accepted" if ok else f"not beyond noise ({verdict})"
 
     def check_target(self) -> None:
