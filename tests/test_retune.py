@@ -278,3 +278,20 @@ def test_retune_end_to_end_with_the_moe_tuner_on_cpu(tmp_path):
     pick = baked.pick_config(kw["num_tokens"], kw["num_experts"], kw["hidden_size"], kw["intermediate_size"], kw["top_k"])
     want = {k: v for k, v in doc["shapes"][0]["best"]["config"].items() if k != "TABLE"}
     assert {k: pick[k] for k in want} == want
+
+
+@pytest.mark.slow
+def test_retune_the_fp8_dispatch_table_on_cpu(tmp_path):
+    """The next device session's first optimize (fp8_block_scaled_gemm) goes through the same GEMM
+    recipe with --ops fp8_block_scaled_gemm: one tiny shape under the interpreter, baked with the
+    other rows kept."""
+    fp8 = REPO_ROOT / "knowledge_base" / "kernels" / "fp8_block_scaled_gemm" / "dispatch.py"
+    prob = load_problem("fp8_block_scaled_gemm")
+    meta, _ = read_entry(fp8)
+    assert rt.unavailable(meta, fp8, prob, list(prob.shapes), "cuda") is None
+    got = rt.retune(meta, fp8, prob, ["c0"], tmp_path / "r", 25.0, tune_args=("--cpu",))
+    doc = json.loads(Path_(got.summary["tune_json"]).read_text())
+    assert {r["op"] for r in doc["records"]} == {"fp8_block_scaled_gemm"} and got.summary["correct"] > 0
+    mod, before = _load(tmp_path / "r" / "kb" / "kernels" / "fp8_block_scaled_gemm" / "dispatch.py", "_fp8_rt"), \
+        _load(fp8, "_fp8_orig")
+    assert [r for r in mod._TABLE if r[:3] != (3, 40, 256)] == before._TABLE and len(mod._TABLE) == len(before._TABLE) + 1
