@@ -57,11 +57,16 @@ Paths:
   (M 1-256 in the table). Both give the same bits (tests/test_gemm_dispatch.py). Offline, the
   fixup leaves shared memory unchanged and takes the 128 x 128 tiles from 90 to 130 registers
   (their 196 KB of shared memory already hold one program per SM). Partial traffic
-  SPLIT * M * N * 8 bytes, a few % of the weight at M <= 64. Not yet timed on a GPU.
+  SPLIT * M * N * 8 bytes, a few % of the weight at M <= 64. On the H200 the two were within noise
+  on the split shapes except M 256, where the second launch was faster (28.2 vs 30.0 us;
+  results/h200/verify-2026-12-05).
 - num_stages is clamped on the host so operand buffers ((BM + BN) * BK * 2 bytes per stage) plus
   the TMA store's buffer (BM * BN bytes in halves, else BM * BN * 2) stay under about 200 KB of
   the 227 KB of shared memory per block.
 - int64 row offsets: M * K reaches 16384 * 3584, 32k-token prefills go past 2**31.
+- Mid M is not a padding problem: at M 96, N 8192, K 7392 on the H200 the BM 32 configs that cover M
+  exactly ran 63-102 us, BM 128 with split-K 2 (M padded to 128) 44.4 us, cuBLAS 35.6 us
+  (results/h200/optimize-2026-12-05, the re-tune's tune.json).
 
 When to use it: the one bf16 linear-layer kernel to ship when the same projection sees every
 token count, from single-token decode to long prefill chunks. A decode batch of a few tokens is
