@@ -55,7 +55,8 @@ def test_merge_bake_replaces_only_the_measured_rows(tmp_path):
     assert f"{len(before._TABLE) - 1} rows not measured there kept from" in after._TABLE_SOURCE
     assert before._TABLE_SOURCE in after._TABLE_SOURCE
     text = path.read_text()
-    assert "# 30.0 us" in text and text.count(" us\n") == len(before._TABLE)  # kept rows keep their times
+    table = text[text.index("_TABLE = ["):text.index("# --- end of dispatch table ---")]
+    assert "# 30.0 us" in table and table.count(" us\n") == len(before._TABLE)  # kept rows keep their times
     assert check_source(text).ok
     # without --merge the table is the tune file's winners alone (the tuner's full-grid runs)
     shutil.copy(GEMM, path)
