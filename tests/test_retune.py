@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -92,7 +93,7 @@ def test_retune_end_to_end_with_the_gemm_tuner_on_cpu(tmp_path):
     original = GEMM.read_text()
     got = rt.retune(meta, GEMM, prob, ["c0"], tmp_path / "r", 25.0, tune_args=("--cpu",))
     assert GEMM.read_text() == original  # the knowledge base's file is never written
-    doc = json.loads(Path_(got.summary["tune_json"]).read_text())
+    doc = json.loads(Path(got.summary["tune_json"]).read_text())
     ok = [r for r in doc["records"] if r["correct"] and r["shape"] == "c0"]
     assert ok and got.summary["correct"] == len(ok) and got.summary["shapes"] == ["c0"]
     fastest = min(ok, key=lambda r: r["us"])
@@ -104,11 +105,6 @@ def test_retune_end_to_end_with_the_gemm_tuner_on_cpu(tmp_path):
     assert [r for r in mod._TABLE if r[:3] != (3, 40, 256)] == before._TABLE
     assert re.search(r"^AKA_PARAMS = .*$", got.source, re.M).group(0) == re.search(r"^AKA_PARAMS = .*$", original, re.M).group(0)
     assert "gpu_tune_gemm.py" in got.summary["tuner"] and (tmp_path / "r" / "tune.log").is_file()
-
-
-def Path_(p):
-    from pathlib import Path
-    return Path(p)
 
 
 def test_retune_reports_a_tuner_that_fails(tmp_path):
@@ -248,7 +244,7 @@ def test_retune_end_to_end_with_the_attention_tuner_on_cpu(tmp_path):
     got = rt.retune(meta, PAGED, prob, ["s0"], tmp_path / "r", 300.0,
                     tune_args=("--device", "cpu", "--max-configs", "1"), bake_args=("--allow-cpu",))
     assert PAGED.read_text() == original
-    doc = json.loads(Path_(got.summary["tune_json"]).read_text())
+    doc = json.loads(Path(got.summary["tune_json"]).read_text())
     assert doc["provenance"]["device"] == "cpu" and got.summary["correct"] == 1
     key = doc["best"]["paged_decode_attention"]["s0"]["key"]
     copy = tmp_path / "r" / "kb" / "kernels" / "paged_decode_attention" / "split_dispatch.py"
@@ -269,7 +265,7 @@ def test_retune_end_to_end_with_the_moe_tuner_on_cpu(tmp_path):
     got = rt.retune(meta, moe, prob, ["s0"], tmp_path / "r", 600.0, tune_args=("--device", "cpu"),
                     bake_args=("--allow-unmeasured",))
     assert moe.read_text() == original
-    doc = json.loads(Path_(got.summary["tune_json"]).read_text())
+    doc = json.loads(Path(got.summary["tune_json"]).read_text())
     assert [s["id"] for s in doc["shapes"]] == ["s0"] and got.summary["shapes_won"] == 1
     assert got.summary["correct"] == sum(c["ok"] for c in doc["shapes"][0]["configs"]) > 0
     copy = tmp_path / "r" / "kb" / "kernels" / "fused_moe" / "grouped_dispatch.py"
@@ -291,7 +287,7 @@ def test_retune_the_fp8_dispatch_table_on_cpu(tmp_path):
     meta, _ = read_entry(fp8)
     assert rt.unavailable(meta, fp8, prob, list(prob.shapes), "cuda") is None
     got = rt.retune(meta, fp8, prob, ["c0"], tmp_path / "r", 25.0, tune_args=("--cpu",))
-    doc = json.loads(Path_(got.summary["tune_json"]).read_text())
+    doc = json.loads(Path(got.summary["tune_json"]).read_text())
     assert {r["op"] for r in doc["records"]} == {"fp8_block_scaled_gemm"} and got.summary["correct"] > 0
     mod, before = _load(tmp_path / "r" / "kb" / "kernels" / "fp8_block_scaled_gemm" / "dispatch.py", "_fp8_rt"), \
         _load(fp8, "_fp8_orig")

@@ -69,7 +69,6 @@ class RetuneSettings:
     tune_s: float = 100.0
     lock_root: str | None = None
     wall_left: object = None   # () -> float | None
-    count: int = 0
 
 
 _PARAMS_LINE = re.compile(r"^AKA_PARAMS\s*=\s*\{.*\}[^\n]*$", re.MULTILINE)
@@ -465,10 +464,9 @@ class OfflineProposer:
         left = st.wall_left() if st.wall_left else None
         if left is not None and left < need:
             return f"{left:.0f} s of the wall budget left, the move needs about {need:.0f} s"
-        st.count += 1
         try:
             return rt.retune(fam.meta, fam.path, ctx.problem, rt.bench_ids(ctx.problem, ctx.task.ids),
-                             Path(st.out_root) / f"r{ctx.round:03d}-{st.count}",
+                             Path(st.out_root) / f"r{ctx.round:03d}-{fam.path.stem}",
                              st.tune_s, st.lock_root)
         except (rt.RetuneError, OSError, ValueError) as e:
             return str(e)
