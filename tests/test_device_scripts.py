@@ -98,3 +98,17 @@ def test_optimize_script_runs_its_ops_and_packs_each_run(tmp_path):
     assert "[optimize rms_norm rc=0" in steps, steps
     # on CPU the run ends at its first candidate that is correct on every small shape
     assert best["accepted"] and best["score"] == dict(best["score"], kind="pass_rate", value=1.0), best
+
+
+def test_candidates_table_compares_a_runs_candidates_per_shape():
+    """scripts/candidates_table.py on the committed H200 optimize run: one row per shape, each later
+    candidate's ratio to the first, the peer column, and the provenance line; CANDIDATES.md is its output."""
+    import sys
+    run = REPO_ROOT / "results" / "h200" / "optimize-2026-12-05" / "call1" / "runs" / "optimize-gemm_bf16"
+    out = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "candidates_table.py"), str(run)],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    rows = [ln for ln in out.splitlines() if ln.startswith("| ") and not ln.startswith("| shape")]
+    assert len(rows) == 16 and rows[7].startswith("| 7 M=96,N=8192,K=7392 | 43.9 | 43.7 | 0.995 | 34.9 |")
+    assert "GPU NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0, git be302c7ac405." in out
+    assert "c0001: objective 0.671, 0.953x peer geomean over 16 shapes, worst 0.793x; decision: accepted" in out
+    assert out == (REPO_ROOT / "results" / "h200" / "optimize-2026-12-05" / "CANDIDATES.md").read_text()
