@@ -155,6 +155,10 @@ def _attach_ncu(res: EvalResult, spec: EvalSpec, source: str, cfg: EvalConfig) -
     sr.ncu = profile_shape(spec, source, sid, per_forward, sr.bytes)
     if not sr.ncu.get("available"):
         res.notes.append(f"ncu unavailable: {sr.ncu.get('reason')}")
+    elif sr.ncu.get("refused"):  # the same code, run again for the profiler, tried what the runner refuses
+        res.status, res.reason = "rejected", f"[ncu] {sr.ncu['error']}"
+    elif sr.ncu.get("error"):
+        res.notes.append(f"ncu: {sr.ncu['error']}")
 
 
 def _attach_compile(res: EvalResult, prob: Problem, source: str, cfg: EvalConfig) -> None:

@@ -40,21 +40,28 @@ def _can_unshare() -> bool:
     return _PROBE["unshare"]
 
 
-def hidden_paths(spec: EvalSpec, cache_root: Path) -> list[str]:
+def hidden_paths(spec: EvalSpec, cache_root: Path, problem: bool = True) -> list[str]:
+    """Directories a child running candidate code must not see: the knowledge base, run stores,
+    results, caches (baselines, compiled kernels, GPU locks) and, unless `problem` is False (the
+    Nsight Compute target builds the reference's inputs itself), the problem's directory."""
     from aka.evaluate.sandbox import PKG_ROOT
     repo = PKG_ROOT
     cands = [repo / "knowledge_base", repo / "runs", repo / "results", repo / "bench" / "results",
              repo / "experiments" / "results", repo / ".gpucache", cache_root / "baselines", cache_root / "inductor",
              cache_root / "triton", cache_root / "locks"]
     ref = spec.problem.get("reference")
-    if ref:
+    if ref and problem:
         d = Path(ref).resolve().parent
         if d not in (Path("/"), repo, Path.home()) and len(d.parts) > 2:
             cands.append(d)
     return [str(p) for p in cands if p.is_dir()]
 
 
-def confine_prefix(writable: list[str], hidden: list[str], device: str, user: str) -> tuple[list[str], dict]:
+def confine_prefix(writable: list[str], hidden: list[str], device: str, user: str,
+                   network: bool = False) -> tuple[list[str], dict]:
+    """The command prefix that starts a child confined, and what held. `network`: keep the host's
+    network namespace (Nsight Compute talks to the process it profiles over local sockets; the
+    audit hook still refuses the child's own sockets)."""
     if user == "same" or os.geteuid() != 0:
         return [], {"user": os.geteuid(), "filesystem": "shared", "network": "shared",
                     "why": "not root" if os.geteuid() != 0 else "runner_user=same"}
@@ -89,9 +96,10 @@ def confine_prefix(writable: list[str], hidden: list[str], device: str, user: st
                  + " ".join(f"[ \"$m\" = {q(k)} ] && continue;" for k in sorted(keep))
                  + " mount -o remount,bind,ro \"$m\" 2>/dev/null || true; done")
     lines.append("exec " + (" ".join(setpriv) + " -- " if setpriv else "") + '"$@"')
-    prefix = ["unshare", "--mount", "--net", "--propagation", "private", "sh", "-c", "\n".join(lines), "aka-runner"]
+    prefix = ["unshare", "--mount"] + ([] if network else ["--net"]) + \
+        ["--propagation", "private", "sh", "-c", "\n".join(lines), "aka-runner"]
     info = {"user": 0 if gpu_same_user else NOBODY, "filesystem": "read-only but its own directory",
-            "network": "none", "hidden": len(hidden)}
+            "network": "shared" if network else "none", "hidden": len(hidden)}
     if gpu_same_user:
         info["why"] = "GPU: CUDA IPC reference counters are 0600 files of the judge's user"
         info["capabilities"] = "none"

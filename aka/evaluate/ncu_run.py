@@ -3,9 +3,23 @@
 The worker's `ncu` mode warms the candidate up (JIT, autotune) and runs one more forward; ncu
 profiles every launch of the candidate's own kernels, and the trailing launches (as many as one
 forward makes, from the main evaluation) are the steady-state ones summarised here.
+
+The profiled program runs the candidate's code, so it is confined like the evaluation's runner
+(aka/evaluate/confine.py): its own mount namespace where every mount is read-only but its
+temporary directory and its own Triton cache, the knowledge base, run stores, results and caches
+hidden, no capabilities, and the runner's audit hook (aka/evaluate/runner.py) refusing writes
+elsewhere, new processes and sockets. Two differences: it keeps the host's network namespace
+(ncu talks to the process it profiles over local sockets) and it sees the problem's directory
+(it builds the reference's inputs and weights itself). Before this (until 2026-12-05) it ran
+unconfined, with the shared Triton cache writable: a candidate profiled with --ncu could have
+rewritten cached baselines or another kernel's compiled binary. ncu itself, a trusted program,
+runs outside the confinement, and the parent, not the target, holds the GPU lock (the lock files
+are hidden from the target). A refusal makes the profile an error: no metrics from such a run.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 import sys
 import tempfile
@@ -14,24 +28,54 @@ from pathlib import Path
 from aka.evaluate.ncu import run_ncu, summarize_ncu
 from aka.evaluate.sandbox import scrubbed_env
 
+REFUSED_FILE = "refused.json"
+TARGET = "aka.evaluate.ncu_target"
+
 
 def profile_shape(spec, source: str, shape_id: str, launches_per_forward: int,
                   min_bytes: float | None, timeout_s: float = 300.0) -> dict:
+    from aka.evaluate.confine import NOBODY, confine_prefix, give_to_nobody, hidden_paths, runner_triton_cache
+    from aka.evaluate.gpulock import for_worker
+    from aka.hardware import cache_dir
     tmp = Path(tempfile.mkdtemp(prefix="aka-ncu-"))
     try:
+        (tmp / "home").mkdir()
         cand = tmp / "candidate.py"
         cand.write_text(source)
         one = spec.with_(candidate=str(cand), shapes=tuple(s for s in spec.shapes if s.id == shape_id))
         (tmp / "spec.json").write_text(one.dumps())
-        env = scrubbed_env({"HOME": str(tmp)})
-        argv = [sys.executable, "-m", "aka.evaluate.ncu_target", str(tmp / "spec.json")]
-        out = run_ncu(argv, list(spec.kernels), timeout_s, env=env, min_bytes=min_bytes)
+        cache_root = cache_dir()
+        hidden = hidden_paths(one, cache_root, problem=False)
+        writable = [str(tmp)]
+        extra = {"HOME": str(tmp / "home"), "TMPDIR": str(tmp), "XDG_CACHE_HOME": str(tmp / "cache"),
+                 "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor")}
+        if spec.device == "cpu":   # no ncu on a CPU; the tests drive this path with a stand-in
+            extra.update(TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="", TRITON_CACHE_DIR=str(tmp / "triton"))
+        else:  # the runner's per-source cache: the kernels the evaluation compiled are found again
+            tc = runner_triton_cache(cache_root, hashlib.sha256(source.encode()).hexdigest()[:16], hidden)
+            tc.mkdir(parents=True, exist_ok=True)
+            extra["TRITON_CACHE_DIR"] = str(tc)
+            writable.append(str(tc))
+        extra["AKA_NCU_WRITABLE"] = json.dumps(writable)
+        prefix, info = confine_prefix(writable, hidden, spec.device, spec.settings.runner_user, network=True)
+        if info.get("user") == NOBODY:
+            give_to_nobody(writable)
+        argv = prefix + [sys.executable, "-m", TARGET, str(tmp / "spec.json")]
+        # ncu replays every profiled kernel: it owns the GPU like a timed region does.
+        with for_worker({"gpu_lock": spec.settings.gpu_lock}, spec.device, None).exclusive():
+            out = run_ncu(argv, list(spec.kernels), timeout_s, env=scrubbed_env(extra), min_bytes=min_bytes)
         launches = out.pop("per_launch", None)
+        refused = tmp / REFUSED_FILE
+        if refused.is_file():
+            what = json.loads(refused.read_text() or "[]")
+            return {"available": True, "shape": shape_id, "confinement": info, "refused": what,
+                    "error": "the profiled candidate did what the sandbox refuses: " + "; ".join(what[:3])}
         if launches and launches_per_forward:
             tail = launches[-launches_per_forward:]
             out.update(summarize_ncu(tail, min_bytes))
             out["launches_profiled_total"] = len(launches)
         out["shape"] = shape_id
+        out["confinement"] = info
         out.pop("command", None)
         return out
     finally:

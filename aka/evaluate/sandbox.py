@@ -15,7 +15,9 @@ What this design does:
     0600 files of that uid), its own mount namespace with every mount read-only but its directory (and, on a GPU, its own
     Triton cache), the knowledge base, caches, run store and problem directory hidden, and no network.
     An audit hook in the runner refuses and reports writes outside its directory, new processes,
-    sockets and writes to the harness's classes; any refusal makes the verdict `rejected`;
+    sockets and writes to the harness's classes; any refusal makes the verdict `rejected`. The
+    second run of the candidate that `aka eval --ncu` makes for Nsight Compute is confined the
+    same way (aka/evaluate/ncu_run.py);
   * the runner snapshots, before the candidate is imported, the functions the harness trusts and
     every name in the harness's own modules and classes (aka/evaluate/guards.py), and every reply
     it sends carries the check: a rebinding at import, in a forward or in the timing stage is
