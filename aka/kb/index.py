@@ -62,6 +62,11 @@ DOC_WEIGHT = 1.0
 # The held-out set was not consulted. knowledge_base/EVAL.md has the figures it gives.
 AGG_WEIGHT = 0.05
 AGG_CHUNKS = 1
+# Tried and not adopted (2026-12-05, tuning and dev sets only): a fourth fused list ranking chunks by
+# their best two-sentence window's cosine to the query (31,392 windows, 5 min to embed on 2 cores).
+# At RRF weight 0.5 it lowered dev recall@5 0.990 -> 0.941 and dev4 top-1 0.917 -> 0.883; at 1.0, or in
+# place of the chunk embeddings, every set fell further. Whole sections carry more of a symptom than
+# any one sentence does.
 # A section's heading names what the section answers ("Accumulation dtype", "num_stages", "What you
 # see"), yet in BM25 it weighs as one line among a section's dozen. The lexical index counts the
 # heading HEAD_REPEAT more times (the embedded text is unchanged: no re-embedding). Chosen on the tuning,
