@@ -943,3 +943,26 @@ def test_other_ops_playbooks_and_kernels_yield_to_the_querys_op():
     notes = {"patterns/p#s": 0.05, "patterns/q#s": 0.04, "ops/b#s": 0.03}  # the best two list no op of theirs
     kbi.demote_other_ops(notes, {"patterns/p#s": by_id["patterns/p#s"], "patterns/q#s": q, "ops/b#s": by_id["ops/b#s"]})
     assert notes == {"patterns/p#s": 0.05, "patterns/q#s": 0.04, "ops/b#s": 0.03}
+
+
+def test_documents_the_best_ones_cite_move_up_behind_the_first():
+    """expand_citations: the CITE_DEPTH best documents lend CITE_WEIGHT / (RRF_K + rank) to every
+    chunk of each document they cite; documents cited by nothing keep their scores, a cited document
+    absent from the scores (filtered out) is not added, and the first document stays first even
+    when a cited one would pass it."""
+    from aka.kb import index as kbi
+    meta = {d: ({"doc_id": d}, "") for d in ("ops/a", "patterns/p", "patterns/q", "triton/t")}
+    by_id = {"ops/a#1": meta["ops/a"], "patterns/p#1": meta["patterns/p"], "patterns/q#1": meta["patterns/q"],
+             "patterns/q#2": meta["patterns/q"], "triton/t#1": meta["triton/t"]}
+    cites = {"ops/a": {"triton/t", "patterns/absent"}, "patterns/p": {"triton/t", "ops/a"}, "triton/t": {"patterns/q"}}
+    scores = {"ops/a#1": 0.050, "patterns/p#1": 0.049, "patterns/q#1": 0.040, "patterns/q#2": 0.030,
+              "triton/t#1": 0.045}
+    kbi.expand_citations(scores, by_id, cites)
+    g1, g2 = kbi.CITE_WEIGHT / (kbi.RRF_K + 1), kbi.CITE_WEIGHT / (kbi.RRF_K + 2)
+    assert scores["triton/t#1"] == pytest.approx(0.045 + g1 + g2)     # cited by both of the best two
+    assert scores["patterns/q#1"] == pytest.approx(0.040)              # cited only by the third
+    assert scores["patterns/q#2"] == pytest.approx(0.030)
+    assert scores["patterns/p#1"] == pytest.approx(0.049)
+    assert "patterns/absent" not in {by_id[c][0]["doc_id"] for c in scores}
+    assert kbi.doc_ranking([kbi.Scored(c, s, by_id[c][0], "") for c, s in
+                            sorted(scores.items(), key=lambda kv: -kv[1])])[:2] == ["ops/a", "triton/t"]
