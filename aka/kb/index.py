@@ -6,7 +6,8 @@ Storage: an embedded `chromadb.PersistentClient` under `$AKA_CACHE_DIR/kb` (or ~
 one collection per knowledge-base root. Ranking: embedding (Chroma nearest neighbours), lexical
 (BM25, aka/kb/bm25.py, over the chunk text with its section heading counted twice: HEAD_REPEAT) or
 hybrid (reciprocal rank fusion of both, plus whole documents ranked by BM25: DOC_WEIGHT; then other
-ops' playbooks and kernels yield to those of the op the best results are about: OTHER_OP_FACTOR). Every mode
+ops' playbooks and kernels yield to those of the op the best results are about: OTHER_OP_FACTOR; last,
+the notes the two best documents cite by id move up behind the first: CITE_WEIGHT). Every mode
 demotes backward-pass notes for a query that does not ask about gradients (BWD_FACTOR). knowledge_base/EVAL.md holds
 the comparison on the labelled queries; DEFAULT_MODE follows it.
 
