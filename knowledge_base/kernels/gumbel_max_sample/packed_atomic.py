@@ -20,6 +20,8 @@ argmax, ties included, is tl.max over int64. Programs (row, chunk) keep per-lane
 over BLOCK-wide pieces of their CHUNK, reduce them and tl.atomic_max the result into the
 row's int64 slot (initialised to INT64_MIN); a tiny second launch unpacks the index. The packed
 values are distinct, so the atomic's arrival order cannot change the result: deterministic.
+Which dtypes tl.atomic_max accepts (int64 yes, bf16 no) and why integer atomics are exact and
+order-independent: (triton/atomics).
 
 When to use it: `split_argmax` carries a (max, first index) pair per
 lane - two reductions and a tie-break compare per step - and merges chunk winners in a second
