@@ -67,7 +67,11 @@ AGG_CHUNKS = 1
 # their best two-sentence window's cosine to the query (31,392 windows, 5 min to embed on 2 cores).
 # At RRF weight 0.5 it lowered dev recall@5 0.990 -> 0.941 and dev4 top-1 0.917 -> 0.883; at 1.0, or in
 # place of the chunk embeddings, every set fell further. Whole sections carry more of a symptom than
-# any one sentence does.
+# any one sentence does. Also tried then: a learned reranker (logistic regression over 16 features of
+# the hybrid top 30: fused score and rank, each list's score and rank, layer, citations, title overlap),
+# trained leave-one-set-out on the tuning and five dev sets. Out of fold it gained on the blind dev3-5
+# (dev4 recall@5 0.943 -> 0.960, dev5 top-1 0.883 -> 0.917) and lost as much on dev and the kernel dev
+# set (0.983 -> 0.900): no better in sum, so the hand-set fusion stays.
 # A section's heading names what the section answers ("Accumulation dtype", "num_stages", "What you
 # see"), yet in BM25 it weighs as one line among a section's dozen. The lexical index counts the
 # heading HEAD_REPEAT more times (the embedded text is unchanged: no re-embedding). Chosen on the tuning,
