@@ -127,3 +127,46 @@ def test_a_later_sweep_into_the_same_dir_keeps_the_rows_of_ops_it_does_not_cover
     sw.write_tables(list(by_op.values()), tmp_path, "second call")
     sweep = (tmp_path / "offline_sweep.md").read_text()
     assert "| a_op | 0.100 | 0.500 | 0.550 (k1) | 0.600 | 1.20 |" in sweep and "| b_op |" in sweep
+
+
+def test_large_shapes_are_faster_tied_or_slower_by_their_recorded_intervals():
+    """A ratio under 1 at the copy ceiling is often a tie: with the kernel's and compile's 95% CIs in
+    the record, each large shape counts as faster (the kernel's interval below compile's), slower
+    (above) or tied (they overlap); small shapes and records without intervals are not counted."""
+    rows = shapes()
+    assert summarize(rows, {})["large_vs_compile_ci"] is None        # records from before 2026-12-05
+    rows[0].update(time_ci_us=[9.0, 10.0], compile_ci_us=[11.0, 12.0])   # faster beyond the intervals
+    rows[1].update(time_ci_us=[9.0, 10.2], compile_ci_us=[10.0, 10.5])   # overlap: a tie
+    rows[2].update(time_ci_us=[5.0, 6.0], compile_ci_us=[1.0, 2.0])      # slower, but a small shape
+    s = summarize(rows, {})
+    assert s["large_vs_compile_ci"] == {"faster": 1, "tie": 1, "slower": 0}
+    rows[1].update(time_ci_us=[10.6, 11.0])
+    s = summarize(rows, {})
+    assert s["large_vs_compile_ci"] == {"faster": 1, "tie": 0, "slower": 1}
+    text = markdown([dict(s, op="x_op", kernel="k", kernels=1, shapes=3)], "")
+    assert "| 1 / 0 / 1 | 2 |" in text and "1 ops are slower beyond the intervals somewhere" in text
+
+
+def test_kb_verify_records_the_intervals_best_reads(tmp_path):
+    """`aka kb verify --device cuda` keeps the kernel's and compile's 95% CIs per shape, so `aka kb
+    best` can tell ties from losses."""
+    import itertools
+
+    from aka.evaluate.result import EvalResult, ShapeResult
+    from aka.kb.verify import read_results, verify
+    from tests.test_kb import write_kb
+    root = write_kb(tmp_path / "kb")
+    rows = shapes()
+
+    def run(op, path, shapes=None, config=None):
+        from aka.problem import load_problem
+        ids = [s.id for s in load_problem(op).select(shapes)]
+        return EvalResult(status="pass", problem=op, device="cuda", env={"gpu": "NVIDIA H200"}, shapes=[
+            ShapeResult(**dict(row, id=i, time_ci_us=[9.0, 10.0], compile_ci_us=[10.5, 11.0]))
+            for i, row in zip(ids, itertools.cycle(rows))])
+
+    verify(root, "cuda", op="rms_norm", evaluate_fn=run)
+    (rec,) = [read_results(p)["devices"]["cuda"] for p in (root / "kernels" / "rms_norm").glob("*.py")]
+    assert all(s["time_ci_us"] == [9.0, 10.0] and s["compile_ci_us"] == [10.5, 11.0] for s in rec["shapes"])
+    (row,) = [r for r in best_table(root, "cuda") if r["op"] == "rms_norm"]
+    assert row["large_vs_compile_ci"]["faster"] >= 1 and row["large_vs_compile_ci"]["slower"] == 0

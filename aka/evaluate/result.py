@@ -40,11 +40,13 @@ class ShapeResult:
     timing_method: str | None = None    # "cuda_graph" or "cuda_events"
     eager_us: float | None = None       # PyTorch eager reference
     compile_us: float | None = None     # torch.compile(reference)
+    compile_ci_us: list[float] | None = None  # its median's 95% CI, as time_ci_us is the candidate's
     baseline_methods: dict | None = None  # {"eager": "cuda_graph", "compile": ..., "peer": ...}: how each was timed
     speedup_eager: float | None = None
     speedup_compile: float | None = None
     # the op's peer (meta.json `peer`, env["peer"] names it and its version): checked, then timed
     peer_us: float | None = None
+    peer_ci_us: list[float] | None = None
     speedup_peer: float | None = None
     peer_status: str | None = None      # pass | incorrect | error | unavailable (None: no peer)
     peer_reason: str = ""

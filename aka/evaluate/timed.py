@@ -221,12 +221,12 @@ def time_shapes(judge, shapes) -> None:
             os.replace(tmp, cache_path)
         sr.baseline_methods = {k: base[k].get("method") for k in ("eager", "compile") if k in base} or None
         if "peer" in res:
-            sr.peer_us = res["peer"]["median_us"]
+            sr.peer_us, sr.peer_ci_us = res["peer"]["median_us"], res["peer"].get("ci_us")
             sr.baseline_methods = dict(sr.baseline_methods or {}, peer=res["peer"]["method"])
         if "eager" in base:
             sr.eager_us = base["eager"]["median_us"]
         if "compile" in base:
-            sr.compile_us = base["compile"]["median_us"]
+            sr.compile_us, sr.compile_ci_us = base["compile"]["median_us"], base["compile"].get("ci_us")
         if sr.time_us:
             sr.speedup_eager = sr.eager_us / sr.time_us if sr.eager_us else None
             sr.speedup_compile = sr.compile_us / sr.time_us if sr.compile_us else None

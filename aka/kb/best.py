@@ -10,7 +10,13 @@ shapes, the agent's objective). Beside it:
   * the fraction of the *measured* ceiling (`sol_fraction_measured`: the roofline with `aka hw
     calibrate`'s copy bandwidth and matmul rates) on the op's large shapes, those whose roofline
     time is at least LARGE_SOL_US, where the ceiling and not launch latency is what limits;
-  * `meets`: that median >= 0.85 and the kernel beats compile (the knowledge base's target).
+  * `meets`: that median >= 0.85 and the kernel beats compile (the knowledge base's target);
+  * at the large shapes whose record carries both 95% CIs (the kernel's `time_ci_us` and compile's
+    `compile_ci_us`, recorded since 2026-12-05): how many the kernel is faster or slower on with the
+    two intervals apart, and how many are ties (they overlap). A ratio of 0.97 at the copy ceiling is
+    often a tie: this says which. The intervals are one run's; two runs differ by more (2-7% between
+    device calls on the H200, results/h200/verify-2026-12-04), so "apart" is the least a real
+    difference shows.
 """
 from __future__ import annotations
 
@@ -40,9 +46,26 @@ def summarize(shapes: list[dict], weights: dict[str, float]) -> dict:
     big = [s["compile_us"] / s["time_us"] for s in shapes
            if (s.get("sol_us") or 0) >= LARGE_SOL_US and s.get("compile_us") and s.get("time_us")]
     return {"objective": obj, "compile": comp, "eager": eager, "vs_compile": vs,
+            "large_vs_compile_ci": ci_verdicts([s for s in shapes if (s.get("sol_us") or 0) >= LARGE_SOL_US]),
             "large_vs_compile_min": min(big) if big else None, "large_timed": len(big), "large_shapes": len(large),
             "large_median": med, "large_min": min(large) if large else None,
             "meets": bool(med is not None and vs is not None and med >= TARGET and vs > 1.0)}
+
+
+def ci_verdicts(shapes: list[dict]) -> dict | None:
+    """{faster, tie, slower}: shapes where the kernel's 95% CI lies below compile's, the two overlap,
+    or it lies above; over the shapes that carry both intervals (None when none does)."""
+    out = {"faster": 0, "tie": 0, "slower": 0}
+    for s in shapes:
+        k, c = s.get("time_ci_us"), s.get("compile_ci_us")
+        if not (k and c and len(k) == 2 and len(c) == 2):
+            continue
+        out["faster" if k[1] < c[0] else "slower" if k[0] > c[1] else "tie"] += 1
+    return out if sum(out.values()) else None
+
+
+def _ci_cell(v: dict | None) -> str:
+    return "-" if not v else f"{v['faster']} / {v['tie']} / {v['slower']}"
 
 
 def best_table(root: Path, device: str = "cuda") -> list[dict]:
@@ -92,13 +115,19 @@ def markdown(rows: list[dict], provenance: str = "", missing: tuple[int, int, li
              "×compile, large min: torch.compile's time over the kernel's, the least over the shapes whose datasheet "
              f"roofline time is >= {LARGE_SOL_US:.0f} us (n: how many); "
              f"**{sum(1 for r in rows if (r.get('large_vs_compile_min') or 0) > 1.0)} of {len(rows)} ops are faster "
-             "than compile at every large shape.**", "",
+             "than compile at every large shape.** Large shapes faster / tied / slower: the kernel's 95% CI below "
+             "compile's, overlapping it, above it, over the large shapes whose record has both (- : none has; "
+             f"{sum(1 for r in rows if (r.get('large_vs_compile_ci') or {}).get('slower'))} ops are slower beyond "
+             "the intervals somewhere).", "",
              "| op | best kernel (of n) | shapes | objective | compile | eager | ×compile | ×compile, large min (n) "
-             "| large shapes | of measured ceiling: median, min | meets |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| large shapes faster / tied / slower | large shapes | of measured ceiling: median, min | meets |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['op']} | {r['kernel']} ({r['kernels']}) | {r['shapes']} | {fmt(r['objective'], '.3f')} "
                      f"| {fmt(r['compile'], '.3f')} | {fmt(r['eager'], '.3f')} | {fmt(r['vs_compile'], '.2f')} "
-                     f"| {fmt(r.get('large_vs_compile_min'), '.2f')} ({r.get('large_timed', 0)}) | {r['large_shapes']} | {fmt(r['large_median'], '.2f')}, {fmt(r['large_min'], '.2f')} "
+                     f"| {fmt(r.get('large_vs_compile_min'), '.2f')} ({r.get('large_timed', 0)}) "
+                     f"| {_ci_cell(r.get('large_vs_compile_ci'))} | {r['large_shapes']} "
+                     f"| {fmt(r['large_median'], '.2f')}, {fmt(r['large_min'], '.2f')} "
                      f"| {'yes' if r['meets'] else 'no'} |")
     if missing and missing[0]:
         n, total, ops = missing

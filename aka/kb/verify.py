@@ -21,8 +21,8 @@ from aka.kb.chunks import code_bytes, kb_files
 from aka.kb.entries import as_list, read_entry
 from aka.problem import BENCH_OPS
 
-SHAPE_KEYS = ("id", "label", "correct", "time_us", "sol_us", "sol_fraction", "sol_fraction_measured", "eager_us",
-              "compile_us", "speedup_eager", "speedup_compile", "bound", "reason")
+SHAPE_KEYS = ("id", "label", "correct", "time_us", "time_ci_us", "sol_us", "sol_fraction", "sol_fraction_measured",
+              "eager_us", "compile_us", "compile_ci_us", "speedup_eager", "speedup_compile", "bound", "reason")
 
 
 def kernel_paths(root: Path, op: str | None = None) -> list[Path]:
