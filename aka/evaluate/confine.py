@@ -182,6 +182,31 @@ def runner_triton_cache(cache_root: Path, digest: str, hidden: list[str]) -> Pat
     return tc
 
 
+def child_setup(workdir: Path, source: bytes, device: str, hidden: list[str], user: str, cache_root: Path,
+                network: bool = False) -> tuple[list[str], dict, dict, list[str]]:
+    """What a child that runs candidate code needs (the runner; the Nsight Compute target):
+    (command prefix, confinement info, environment additions, writable directories). Its HOME,
+    TMPDIR and caches live in `workdir`; on a GPU its Triton cache is the one kept per candidate
+    source, so a candidate can only ever overwrite its own compiled kernels, never the baselines'
+    (torch.compile's Triton kernels live in the judge's cache), and a later child of the same
+    source finds them again."""
+    env = {"HOME": str(workdir / "home"), "TMPDIR": str(workdir), "XDG_CACHE_HOME": str(workdir / "cache"),
+           "TORCHINDUCTOR_CACHE_DIR": str(workdir / "inductor")}
+    writable = [str(workdir)]
+    if device == "cpu":
+        env.update(TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="", TRITON_CACHE_DIR=str(workdir / "triton"))
+    else:
+        tc = runner_triton_cache(cache_root, hashlib.sha256(source).hexdigest()[:16], hidden)
+        tc.mkdir(parents=True, exist_ok=True)
+        seed_driver_utils(Path(os.environ.get("TRITON_CACHE_DIR", cache_root / "triton")), tc)
+        env["TRITON_CACHE_DIR"] = str(tc)
+        writable.append(str(tc))
+    prefix, info = confine_prefix(writable, hidden, device, user, network=network)
+    if info.get("user") == NOBODY:
+        give_to_nobody(writable)
+    return prefix, info, env, writable
+
+
 def runner_factory(spec: EvalSpec, judge_dir: str):
     """A callable the judge calls once, at the import stage, to start its runner."""
     def start(judge) -> RunnerClient:
@@ -191,23 +216,8 @@ def runner_factory(spec: EvalSpec, judge_dir: str):
         rdir.mkdir(parents=True, exist_ok=True)
         cache_root = cache_dir()
         hidden = hidden_paths(spec, cache_root)
-        env = scrubbed_env({"HOME": str(rdir / "home"), "TMPDIR": str(rdir), "AKA_RUNNER_DEVICE": spec.device,
-                            "AKA_JUDGE_PID": str(os.getpid()),
-                            "XDG_CACHE_HOME": str(rdir / "cache"), "TORCHINDUCTOR_CACHE_DIR": str(rdir / "inductor")})
-        writable = [str(rdir)]
-        if spec.device == "cpu":
-            env.update(TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="", TRITON_CACHE_DIR=str(rdir / "triton"))
-        else:
-            # Compiled kernels are kept per candidate source: a candidate can only ever overwrite its
-            # own cache, never the baselines' (torch.compile's Triton kernels live in the judge's cache).
-            h = hashlib.sha256(Path(spec.candidate).read_bytes()).hexdigest()[:16]
-            tc = runner_triton_cache(cache_root, h, hidden)
-            tc.mkdir(parents=True, exist_ok=True)
-            seed_driver_utils(Path(os.environ.get("TRITON_CACHE_DIR", cache_root / "triton")), tc)
-            env["TRITON_CACHE_DIR"] = str(tc)
-            writable.append(str(tc))
-        prefix, info = confine_prefix(writable, hidden, spec.device, spec.settings.runner_user)
-        if info.get("user") == NOBODY:
-            give_to_nobody(writable)
+        prefix, info, extra, _ = child_setup(rdir, Path(spec.candidate).read_bytes(), spec.device, hidden,
+                                             spec.settings.runner_user, cache_root)
+        env = scrubbed_env(dict(extra, AKA_RUNNER_DEVICE=spec.device, AKA_JUDGE_PID=str(os.getpid())))
         return RunnerClient(spec.device, rdir, env, prefix, info, Path(judge_dir))
     return start

@@ -18,7 +18,6 @@ are hidden from the target). A refusal makes the profile an error: no metrics fr
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import sys
@@ -34,7 +33,7 @@ TARGET = "aka.evaluate.ncu_target"
 
 def profile_shape(spec, source: str, shape_id: str, launches_per_forward: int,
                   min_bytes: float | None, timeout_s: float = 300.0) -> dict:
-    from aka.evaluate.confine import NOBODY, confine_prefix, give_to_nobody, hidden_paths, runner_triton_cache
+    from aka.evaluate.confine import child_setup, hidden_paths
     from aka.evaluate.gpulock import for_worker
     from aka.hardware import cache_dir
     tmp = Path(tempfile.mkdtemp(prefix="aka-ncu-"))
@@ -46,20 +45,10 @@ def profile_shape(spec, source: str, shape_id: str, launches_per_forward: int,
         (tmp / "spec.json").write_text(one.dumps())
         cache_root = cache_dir()
         hidden = hidden_paths(one, cache_root, problem=False)
-        writable = [str(tmp)]
-        extra = {"HOME": str(tmp / "home"), "TMPDIR": str(tmp), "XDG_CACHE_HOME": str(tmp / "cache"),
-                 "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor")}
-        if spec.device == "cpu":   # no ncu on a CPU; the tests drive this path with a stand-in
-            extra.update(TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="", TRITON_CACHE_DIR=str(tmp / "triton"))
-        else:  # the runner's per-source cache: the kernels the evaluation compiled are found again
-            tc = runner_triton_cache(cache_root, hashlib.sha256(source.encode()).hexdigest()[:16], hidden)
-            tc.mkdir(parents=True, exist_ok=True)
-            extra["TRITON_CACHE_DIR"] = str(tc)
-            writable.append(str(tc))
+        # on a CPU (no ncu there) only the tests' stand-in profiles it
+        prefix, info, extra, writable = child_setup(tmp, source.encode(), spec.device, hidden,
+                                                    spec.settings.runner_user, cache_root, network=True)
         extra["AKA_NCU_WRITABLE"] = json.dumps(writable)
-        prefix, info = confine_prefix(writable, hidden, spec.device, spec.settings.runner_user, network=True)
-        if info.get("user") == NOBODY:
-            give_to_nobody(writable)
         argv = prefix + [sys.executable, "-m", TARGET, str(tmp / "spec.json")]
         # ncu replays every profiled kernel: it owns the GPU like a timed region does.
         with for_worker({"gpu_lock": spec.settings.gpu_lock}, spec.device, None).exclusive():

@@ -446,12 +446,21 @@ class KBIndex:
         return [Scored(c, scores[c], by_id[c][0], by_id[c][1], ranks[c]) for c in order if c in by_id]
 
 
+def by_document(scores: dict[str, float], by_id: dict) -> tuple[dict[str, float], dict[str, list[str]]]:
+    """(each document's best chunk score, each document's chunk ids) over the scored chunks."""
+    best: dict[str, float] = {}
+    per_doc: dict[str, list[str]] = {}
+    for cid, s in scores.items():
+        if cid in by_id:
+            d = by_id[cid][0].get("doc_id", cid)
+            best[d] = max(best.get(d, s), s)
+            per_doc.setdefault(d, []).append(cid)
+    return best, per_doc
+
+
 def aggregate_chunks(scores: dict[str, float], by_id: dict) -> None:
     """Each document's best chunk gains AGG_WEIGHT x the scores of its next AGG_CHUNKS chunks."""
-    per_doc: dict[str, list[str]] = {}
-    for cid in scores:
-        if cid in by_id:
-            per_doc.setdefault(by_id[cid][0].get("doc_id", cid), []).append(cid)
+    _, per_doc = by_document(scores, by_id)
     for cids in per_doc.values():
         cids.sort(key=lambda c: -scores[c])
         scores[cids[0]] += AGG_WEIGHT * sum(scores[c] for c in cids[1:1 + AGG_CHUNKS])
@@ -460,13 +469,7 @@ def aggregate_chunks(scores: dict[str, float], by_id: dict) -> None:
 def expand_citations(scores: dict[str, float], by_id: dict, cites: dict[str, set[str]]) -> None:
     """The documents the CITE_DEPTH best ones cite gain CITE_WEIGHT / (RRF_K + rank of the citing
     one) on each of their chunks; the best document keeps the first place."""
-    best: dict[str, float] = {}
-    per_doc: dict[str, list[str]] = {}
-    for cid, s in scores.items():
-        if cid in by_id:
-            d = by_id[cid][0].get("doc_id", cid)
-            best[d] = max(best.get(d, s), s)
-            per_doc.setdefault(d, []).append(cid)
+    best, per_doc = by_document(scores, by_id)
     order = sorted(best, key=lambda d: (-best[d], d))
     if not order:
         return
@@ -495,11 +498,7 @@ def _scaled(score: float, factor: float) -> float:
 def demote_other_ops(scores: dict[str, float], by_id: dict) -> None:
     """The ops listed by the OP_DEPTH best `ops`/`kernels` documents are the query's; chunks of
     other ops' playbooks and kernels are scaled by OTHER_OP_FACTOR."""
-    best: dict[str, float] = {}
-    for cid, s in scores.items():
-        if cid in by_id:
-            d = by_id[cid][0].get("doc_id", cid)
-            best[d] = max(best.get(d, s), s)
+    best, _ = by_document(scores, by_id)
     meta = {by_id[c][0].get("doc_id", c): by_id[c][0] for c in scores if c in by_id}
     top = sorted(best, key=lambda d: (-best[d], d))[:OP_DEPTH]
     own = {o for d in top if meta[d].get("layer") in ("ops", "kernels") for o in meta_list(meta[d], "ops")}
