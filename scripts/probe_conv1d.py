@@ -22,7 +22,6 @@ and prints GB/s per variant and shape.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -32,6 +31,9 @@ import triton
 import triton.language as tl
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from aka.evaluate.loader import import_file  # noqa: E402
+
 VARIANTS = ("copy", "base", "nosilu", "aligned", "prefetch")
 CHECKED = ("base", "prefetch")
 
@@ -111,13 +113,6 @@ def run_variant(mode: str, x, w, bias, bc=32, bl=128, chunks=4, num_warps=8):
     return y
 
 
-def _load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
@@ -127,8 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     op_dir = ROOT / "bench" / "ops" / "causal_conv1d"
     shapes = json.loads((op_dir / "shapes.json").read_text())
     small = json.loads((op_dir / "meta.json").read_text())["small_shapes"]
-    ref = _load(op_dir / "reference.py", "conv_ref").Model()
-    make = _load(op_dir / "input.py", "conv_input")._make_inputs
+    ref = import_file(op_dir / "reference.py", "conv_ref").Model()
+    make = import_file(op_dir / "input.py", "conv_input")._make_inputs
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = []
