@@ -74,10 +74,7 @@ declare -A PART=(
   [qk_norm]="qk_norm flat_rows peer 9,10,11,12,13,14,15"
   # the split-K fixup A/B (2026-12-04): dispatch as committed (FIXUP 1) beside its second-launch form
   [fixup_gemm]="gemm_bf16 dispatch,dispatch@FIXUP=0 peer 0,1,2,4,7"
-  [fixup_fp8]="fp8_block_scaled_gemm dispatch,dispatch@FIXUP=0 peer 0,1,2,5,6,8"
-  # the split path's next-tile page prefetch (2026-12-05, PAGE_PREFETCH 1) beside the form measured
-  # before it, on the split-path shapes 0 and 6 and two balanced-path shapes (unchanged there)
-  [paged_pf]="paged_decode_attention split_dispatch,split_dispatch@PAGE_PREFETCH=0 - 0,6,1,5")
+  [fixup_fp8]="fp8_block_scaled_gemm dispatch,dispatch@FIXUP=0 peer 0,1,2,5,6,8")
 one() {
   local part=$1 op ks peer shapes impls="" t s k
   read -r op ks peer shapes <<< "${PART[$part]}"

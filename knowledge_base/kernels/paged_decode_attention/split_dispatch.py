@@ -11,7 +11,6 @@ params:
   BN: [16, 32, 64, 128]
   num_warps: [2, 4, 8]
   num_stages: [1, 2, 3, 4]
-  PAGE_PREFETCH: [0, 1]
 tuner: attention
 summary: Flash-decoding over a paged cache with a per-shape dispatch table over two schedules. The split path's grid is (KV head, sequence, context split), the split length a runtime argument fixed by the table or chosen so that B * Hkv * splits fills WAVES x 132 SMs, fp32 partials merged by an LSE-weighted combine kernel; the balanced path (balanced_split's) gives WAVES x 132 programs equal shares of the batch's tiles, for ragged batches and one KV head. The GQA group forms one MMA tile.
 ---
@@ -49,14 +48,6 @@ Design:
   13 of 15 shapes, mostly at BN 32, 3 stages, WAVES 3 (three 4-warp programs per SM), and the
   split grid kept batch 1 x 32768 and 8 x 32768 with two KV heads, where too few tiles exist for
   equal shares to matter. Harness: 0.71-1.00 of the measured copy ceiling, median 0.88.
-- Page prefetch (PAGE_PREFETCH, a global switch like gemm_bf16/dispatch's FIXUP, read on every
-  shape, table or not): the split path loads the next tile's block-table entries one iteration
-  ahead, as the balanced path always has, so no load in an iteration feeds that iteration's K/V
-  addresses and the software pipeline never waits on a page number before it can issue a K/V
-  copy. PAGE_PREFETCH 0 is the form every split-path figure above was measured with; the split
-  path serves batch 1 and 8 x 32768 (shapes 0 and 6), the two farthest from the copy ceiling
-  (0.73 and 0.71 of it). Not yet measured on a GPU: the A/B is split_dispatch@PAGE_PREFETCH=0
-  beside the committed file (scripts/gpu_verify_tables.sh, part paged_pf).
 - Head dims that are not powers of two (small shapes: 24, 48, 80) are padded with masks.
 """
 import math
@@ -66,7 +57,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-AKA_PARAMS = {"SPLIT_TOKENS": 0, "WAVES": 2, "BN": 64, "num_warps": 4, "num_stages": 2, "PAGE_PREFETCH": 1}
+AKA_PARAMS = {"SPLIT_TOKENS": 0, "WAVES": 2, "BN": 64, "num_warps": 4, "num_stages": 2}
 
 # dispatch: begin (scripts/bake_dispatch_attn.py rewrites this block)
 DISPATCH = {
@@ -119,7 +110,7 @@ def pick(table, key, default):
 def _decode_split(q_ptr, kc_ptr, vc_ptr, bt_ptr, len_ptr, o_ptr, po_ptr, lse_ptr, qk_scale,
                   s_qb, s_qh, s_kb, s_ks, s_kh, s_vb, s_vs, s_vh, s_bt, s_ob, s_oh, G, SPLIT, NSPLIT,
                   P: tl.constexpr, D: tl.constexpr, D_PAD: tl.constexpr, GP: tl.constexpr,
-                  BN: tl.constexpr, DIRECT: tl.constexpr, PREFETCH: tl.constexpr):
+                  BN: tl.constexpr, DIRECT: tl.constexpr):
     g = tl.program_id(0)
     b = tl.program_id(1)
     sp = tl.program_id(2)
@@ -139,17 +130,10 @@ def _decode_split(q_ptr, kc_ptr, vc_ptr, bt_ptr, len_ptr, o_ptr, po_ptr, lse_ptr
     l_i = tl.zeros((GP,), dtype=tl.float32)
     acc = tl.zeros((GP, D_PAD), dtype=tl.float32)
     bt_row = bt_ptr + b.to(tl.int64) * s_bt
-    if PREFETCH:
-        tok = lo + tl.arange(0, BN)
-        nxt = tl.load(bt_row + tok // P, mask=tok < hi, other=0)
     for n0 in range(lo, hi, BN):
         tok = n0 + tl.arange(0, BN)
         tmask = tok < hi
-        if PREFETCH:  # this tile's pages came with the previous iteration (the docstring's Gather)
-            page = nxt.to(tl.int64)
-            nxt = tl.load(bt_row + (tok + BN) // P, mask=tok + BN < hi, other=0)
-        else:
-            page = tl.load(bt_row + tok // P, mask=tmask, other=0).to(tl.int64)
+        page = tl.load(bt_row + tok // P, mask=tmask, other=0).to(tl.int64)
         slot = (tok % P).to(tl.int64)
         k = tl.load(kc_ptr + (page * s_kb + slot * s_ks + g * s_kh)[:, None] + d[None, :],
                     mask=tmask[:, None] & dmask[None, :], other=0.0)
@@ -427,8 +411,7 @@ def attention(q, key_cache, value_cache, block_tables, seq_lens, scale, cfg):
         value_cache.stride(0), value_cache.stride(1), value_cache.stride(2), block_tables.stride(0),
         o.stride(0), o.stride(1), G, split, nsplit,
         P=P, D=D, D_PAD=d_pad, GP=max(16, triton.next_power_of_2(G)), BN=cfg["BN"],
-        DIRECT=direct, PREFETCH=bool(AKA_PARAMS.get("PAGE_PREFETCH", 1)),
-        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        DIRECT=direct, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     if not direct:
         _combine[(B * HQ,)](po, lse, seq_lens, o, HQ, nsplit, split, o.stride(0), o.stride(1),
                             D=D, D_PAD=d_pad, SC=16, num_warps=4)
