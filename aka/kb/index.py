@@ -72,6 +72,10 @@ AGG_CHUNKS = 1
 # trained leave-one-set-out on the tuning and five dev sets. Out of fold it gained on the blind dev3-5
 # (dev4 recall@5 0.943 -> 0.960, dev5 top-1 0.883 -> 0.917) and lost as much on dev and the kernel dev
 # set (0.983 -> 0.900): no better in sum, so the hand-set fusion stays.
+# Also tried (2026-12-05, fourth session): a diversity cap, at most N kernel files of one op among the
+# first 5 (the rest pushed behind them) so that pattern and hardware notes get in. N 2 lowered kernel
+# dev recall@5 0.971 -> 0.879, dev3 0.948 -> 0.923, dev5 0.915 -> 0.904; N 1 worse; N 3 changed
+# nothing but the kernel dev set (0.963). The kernels a query ranks together are usually the answer.
 # A section's heading names what the section answers ("Accumulation dtype", "num_stages", "What you
 # see"), yet in BM25 it weighs as one line among a section's dozen. The lexical index counts the
 # heading HEAD_REPEAT more times (the embedded text is unchanged: no re-embedding). Chosen on the tuning,
