@@ -5,8 +5,10 @@
 # the records hold (DRAM-bound or issue-bound?). Each JSON lands in $NCU_OUT (default $OUT/ncu).
 #
 #   device: OUT=$OUT bash scripts/gpu_ncu_probe.sh paged_decode_attention:split_dispatch:0 ...
-# Each ncu_<op>_<kernel>_<shape>.json is the evaluation's JSON; its `ncu` block holds DRAM and SM
-# throughput (% of peak), achieved occupancy, L2 hit rate, registers, spills, grid and block.
+# Each ncu_<op>_<kernel>_<shape>.json is the evaluation's JSON; the profiled shape's entry under
+# `shapes` carries `ncu` (aka/evaluate/ncu.py summarize_ncu): dram_pct and sm_pct (% of peak,
+# launch-weighted), occupancy_pct, l2_hit_pct, DRAM bytes against the op's minimum, registers,
+# spills, launches per kernel. Off a GPU the evaluation runs and `ncu` stays empty (CPU-checked).
 set -uo pipefail
 : "${OUT:?set OUT to a results folder}"
 cd "$(dirname "$0")/.."
