@@ -10,8 +10,9 @@ suspect, on the same grid and tile:
     base      time_loop's body (the op)
     nosilu    base without the SiLU (not the op: timed only)
     aligned   all four taps read x[t], the aligned tap (not the op: timed only)
-    prefetch  base with the next chunk's four tap tiles loaded before the current one is computed
-              (the op: checked against the reference)
+    prefetch  knowledge_base/kernels/causal_conv1d/prefetch_span.py at its defaults (the same tile,
+              span and warps): base with the next chunk's four tap tiles loaded before the
+              current one is computed (the op: checked against the reference)
 
     python scripts/probe_conv1d.py OUTDIR [--shapes 11,3] [--device cuda|cpu]
 
@@ -22,6 +23,7 @@ and prints GB/s per variant and shape.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from pathlib import Path
@@ -54,7 +56,7 @@ def _tap_tiles(xbase, xoff, tc, L, cm, BL: tl.constexpr, ALIGNED: tl.constexpr):
 @triton.jit
 def _probe(x_ptr, w_ptr, b_ptr, y_ptr, C, L, n_cb, n_sb, sxb, sxc, syb, syc, swc,
            BC: tl.constexpr, BL: tl.constexpr, CHUNKS: tl.constexpr, MODE: tl.constexpr):
-    # MODE: 0 copy, 1 base, 2 nosilu, 3 aligned, 4 prefetch
+    # MODE: 0 copy, 1 base, 2 nosilu, 3 aligned (prefetch is the knowledge-base kernel itself)
     pid = tl.program_id(0)
     sb = pid % n_sb
     cb = (pid // n_sb) % n_cb
@@ -72,45 +74,39 @@ def _probe(x_ptr, w_ptr, b_ptr, y_ptr, C, L, n_cb, n_sb, sxb, sxc, syb, syc, swc
     w2 = tl.load(w_ptr + c * swc + 2, mask=cm, other=0.0).to(tl.float32)[:, None]
     w3 = tl.load(w_ptr + c * swc + 3, mask=cm, other=0.0).to(tl.float32)[:, None]
     t0 = sb * (BL * CHUNKS)
-    if MODE == 4:
-        n0, n1, n2, n3 = _tap_tiles(xbase, xoff, t0, L, cm, BL, False)
-        for i in range(CHUNKS):
-            tc = t0 + i * BL
-            x0, x1, x2, x3 = n0, n1, n2, n3
-            if i + 1 < CHUNKS:  # the next chunk's loads go out before this chunk's math
-                n0, n1, n2, n3 = _tap_tiles(xbase, xoff, tc + BL, L, cm, BL, False)
-            acc = bias + w0 * x0.to(tl.float32)
-            acc = acc + w1 * x1.to(tl.float32)
-            acc = acc + w2 * x2.to(tl.float32)
-            acc = acc + w3 * x3.to(tl.float32)
-            out = acc / (1.0 + tl.exp(-acc))
+    for i in range(CHUNKS):
+        tc = t0 + i * BL
+        if tc < L:
             t = tc + tl.arange(0, BL)
-            tl.store(ybase + (yoff + t[None, :]), out.to(y_ptr.dtype.element_ty), mask=cm[:, None] & (t < L)[None, :])
-    else:
-        for i in range(CHUNKS):
-            tc = t0 + i * BL
-            if tc < L:
-                t = tc + tl.arange(0, BL)
-                if MODE == 0:
-                    out = tl.load(xbase + (xoff + t[None, :]), mask=cm[:, None] & (t < L)[None, :], other=0.0)
-                else:
-                    x0, x1, x2, x3 = _tap_tiles(xbase, xoff, tc, L, cm, BL, MODE == 3)
-                    acc = bias + w0 * x0.to(tl.float32)
-                    acc = acc + w1 * x1.to(tl.float32)
-                    acc = acc + w2 * x2.to(tl.float32)
-                    acc = acc + w3 * x3.to(tl.float32)
-                    out = acc if MODE == 2 else acc / (1.0 + tl.exp(-acc))
-                tl.store(ybase + (yoff + t[None, :]), out.to(y_ptr.dtype.element_ty),
-                         mask=cm[:, None] & (t < L)[None, :])
+            if MODE == 0:
+                out = tl.load(xbase + (xoff + t[None, :]), mask=cm[:, None] & (t < L)[None, :], other=0.0)
+            else:
+                x0, x1, x2, x3 = _tap_tiles(xbase, xoff, tc, L, cm, BL, MODE == 3)
+                acc = bias + w0 * x0.to(tl.float32)
+                acc = acc + w1 * x1.to(tl.float32)
+                acc = acc + w2 * x2.to(tl.float32)
+                acc = acc + w3 * x3.to(tl.float32)
+                out = acc if MODE == 2 else acc / (1.0 + tl.exp(-acc))
+            tl.store(ybase + (yoff + t[None, :]), out.to(y_ptr.dtype.element_ty),
+                     mask=cm[:, None] & (t < L)[None, :])
 
 
 def run_variant(mode: str, x, w, bias, bc=32, bl=128, chunks=4, num_warps=8):
+    if mode == "prefetch":  # same tile, span and warps by its AKA_PARAMS
+        return _prefetch_span()(x, w, bias)
     B, C, L = x.shape
     y = torch.empty_like(x)
     n_cb, n_sb = triton.cdiv(C, bc), triton.cdiv(L, bl * chunks)
     _probe[(B * n_cb * n_sb,)](x, w, bias, y, C, L, n_cb, n_sb, x.stride(0), x.stride(1), y.stride(0), y.stride(1),
                                w.stride(0), BC=bc, BL=bl, CHUNKS=chunks, MODE=VARIANTS.index(mode), num_warps=num_warps)
     return y
+
+
+@functools.cache
+def _prefetch_span():
+    """prefetch_span.py's ModelNew, imported once: run_variant runs inside the timed loop."""
+    mod = import_file(ROOT / "knowledge_base" / "kernels" / "causal_conv1d" / "prefetch_span.py", "conv_prefetch_span")
+    return mod.ModelNew()
 
 
 def main(argv: list[str] | None = None) -> int:
