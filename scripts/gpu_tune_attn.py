@@ -44,7 +44,7 @@ KERNELS = {"prefill_attention": "flash_dispatch", "paged_decode_attention": "spl
            "mla_decode_attention": "split_dispatch"}
 # Kernels that may be tuned beside the dispatch kernel (--kernels), with their own grids; their
 # winners are reported, never baked (bake_dispatch_attn.py writes KERNELS[op]'s table only).
-OTHER_KERNELS = {"mla_decode_attention": ("column_split",), "paged_decode_attention": ("balanced_split",)}
+OTHER_KERNELS = {"mla_decode_attention": ("column_split", "page_tile"), "paged_decode_attention": ("balanced_split",)}
 BUDGET_SHARE = {"prefill_attention": 0.45, "paged_decode_attention": 0.25, "mla_decode_attention": 0.30}
 
 
@@ -59,6 +59,8 @@ def grid(op: str, kw: dict, kernel: str | None = None) -> list[dict]:
     if kernel not in (None, KERNELS.get(op)):
         if (op, kernel) == ("mla_decode_attention", "column_split"):
             return _grid_mla_column_split(kw)
+        if (op, kernel) == ("mla_decode_attention", "page_tile"):
+            return _grid_mla_page_tile(kw)
         if (op, kernel) == ("paged_decode_attention", "balanced_split"):
             return _grid_paged_balanced_split(kw)
         raise ValueError(f"no grid for {op}/{kernel}")
@@ -125,6 +127,25 @@ def _grid_mla_column_split(kw: dict) -> list[dict]:
     out += [mk(k, 0, w) for w in (1, 4) for k in kern[:3]]
     out += [mk(k, s, 1) for s in (512, 1024) for k in kern[:2]]
     return out
+
+
+def _grid_mla_page_tile(kw: dict) -> list[dict]:
+    """page_tile's grid (knowledge_base/kernels/mla_decode_attention/page_tile.py), from offline
+    sm_90a compiles of shape 4 (ptxas, triton 3.6; none spills):
+      BH 64 BN 64 8 warps, 2 stages, TMA 1 / 0: 255 registers, 221,200 / 221,184 B shared, 1 CTA;
+        score wgmma m64n32k16 (split_dispatch's BN 32: m64n16k16, twice the query re-reads)
+      BH 64 BN 32 8 warps, 2 stages, TMA 1: 255 registers, 147,472 B
+    The first rows A/B the tile width and the loads (TMA or cp.async) at split_dispatch's split
+    lengths; below 64 heads (memory-bound) 16-head tiles on 4 warps."""
+    keys = ("BH", "BN", "TMA", "num_warps", "num_stages")
+    if kw["num_heads"] >= 64:
+        kern = [(64, 64, 1, 8, 2), (64, 64, 0, 8, 2), (64, 32, 1, 8, 2)]
+        mk = lambda k, s, w: {**dict(zip(keys, k)), "SPLIT_TOKENS": s, "WAVES": w}
+        out = [mk(k, 0, 1) for k in kern]
+        out += [mk(k, s, 1) for s in (1024, 512, 2048) for k in kern[:2]]
+        return out
+    kern = [(16, 64, 1, 4, 3), (16, 32, 1, 4, 3), (16, 64, 0, 4, 3), (32, 64, 1, 4, 2)]
+    return [{**dict(zip(keys, k)), "SPLIT_TOKENS": 0, "WAVES": w} for w in (2, 1) for k in kern]
 
 
 def _grid_paged_balanced_split(kw: dict) -> list[dict]:
