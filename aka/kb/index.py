@@ -76,6 +76,10 @@ AGG_CHUNKS = 1
 # first 5 (the rest pushed behind them) so that pattern and hardware notes get in. N 2 lowered kernel
 # dev recall@5 0.971 -> 0.879, dev3 0.948 -> 0.923, dev5 0.915 -> 0.904; N 1 worse; N 3 changed
 # nothing but the kernel dev set (0.963). The kernels a query ranks together are usually the answer.
+# Also tried (2026-12-05, fifth session): a fourth list ranking whole documents by the cosine of
+# a card (title, summary, symptoms, techniques, ops from the front matter; 256 cards embedded) to
+# the query, fused like DOC_WEIGHT. At 0.5 it lowered dev recall@5 0.990 -> 0.951, dev5 0.915 ->
+# 0.865 and dev4 0.936 -> 0.924 (tuning 0.985 -> 0.992); at 1.0 every set fell. Not adopted.
 # A section's heading names what the section answers ("Accumulation dtype", "num_stages", "What you
 # see"), yet in BM25 it weighs as one line among a section's dozen. The lexical index counts the
 # heading HEAD_REPEAT more times (the embedded text is unchanged: no re-embedding). Chosen on the tuning,

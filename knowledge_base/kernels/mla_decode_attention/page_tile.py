@@ -48,6 +48,10 @@ Design:
   same slab from L2; split length a runtime argument (WAVES x 132 programs when the table has
   none); fp32 partials with lse = m + log2(l) merged by `_combine`; one split: bf16 direct.
 - scale * log2(e) folded into the score; finite -1e30 running max; P in the cache dtype for P @ c.
+- Tried offline and left out: wrapping the score dot in a one-trip runtime loop hides the
+  chained dot from Triton (the score then splits [4, 2] over the warpgroups instead of being
+  computed twice), but the tile loop, no longer innermost, loses its software pipelining (151,552
+  B of shared memory: one stage) and ptxas spills 812 B (sm_90a, triton 3.6, shape 4).
 - Guard rails: TMA needs 16-byte aligned row stride and bases (the 512-wide c block starts the
   row, k_pe at DC elements): a cache that fails them, or a layout that is not [blocks, P, row]
   contiguous in its rows, falls back to the pointer slab.
