@@ -113,3 +113,28 @@ def test_a_refusal_under_the_profiler_rejects_the_evaluation(monkeypatch):
                      shapes=[ShapeResult(id="0", label="n=1", correct=True, bytes=10)])
     _attach_ncu(res, None, "", EvalConfig())
     assert res.status == "rejected" and "write to /x" in res.reason
+
+
+def test_the_gpu_target_resolves_tritons_driver_before_the_hook_is_armed(tmp_path, monkeypatch):
+    """Found on an H100 (2026-12-05): under ncu, Triton's first launch ran /sbin/ldconfig (its
+    libcuda lookup) after the audit hook was armed, so every profile of an honest kernel came back
+    `rejected`. The target resolves the driver first, as the runner does."""
+    import aka.evaluate.ncu_target as target
+    prob = load_problem(PROBLEM)
+    spec, _ = build_spec(prob, prob.select("0"), "cuda", EvalConfig(device="cuda", seed=3), kernels=("add_kernel",))
+    path = tmp_path / "spec.json"
+    path.write_text(spec.dumps())
+    order = []
+
+    class Stop(Exception):
+        pass
+
+    def audit(*a, **k):
+        order.append("install_audit")
+        raise Stop
+
+    monkeypatch.setattr(target, "resolve_gpu_driver", lambda: order.append("resolve_gpu_driver"))
+    monkeypatch.setattr(target, "install_audit", audit)
+    with pytest.raises(Stop):
+        target.main(["ncu_target", str(path)])
+    assert order == ["resolve_gpu_driver", "install_audit"]

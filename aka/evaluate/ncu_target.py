@@ -21,7 +21,7 @@ import torch
 from aka.evaluate.guards import LaunchLog
 from aka.evaluate.loader import ProblemRuntime, call, import_file
 from aka.evaluate.ncu_run import REFUSED_FILE
-from aka.evaluate.runner import install_audit
+from aka.evaluate.runner import install_audit, resolve_gpu_driver
 from aka.evaluate.spec import EvalSpec
 
 
@@ -31,8 +31,10 @@ def main(argv: list[str]) -> int:
     here = os.path.dirname(os.path.abspath(argv[1]))
     writable = tuple(json.loads(os.environ.get("AKA_NCU_WRITABLE") or "[]"))
     violations: list[str] = []
-    arm = install_audit(here, violations, writable)
     gpu = spec.device.startswith("cuda")
+    if gpu:   # Triton's /sbin/ldconfig and `file` runs, before the hook that refuses new processes
+        resolve_gpu_driver()
+    arm = install_audit(here, violations, writable)
     sync = torch.cuda.synchronize if gpu else (lambda: None)
     launches = LaunchLog().install(interpreted=not gpu)
     rt = ProblemRuntime(spec.problem, spec.device)
