@@ -22,7 +22,10 @@ before the math of chunk i (SASS: the next chunk's loads precede the current chu
 price of a second set of tap tiles in registers: 117 registers at BC 32 x BL 128 on 8 warps
 (time_loop: 64), so two programs per SM instead of four. Whether the overlap beats the lost
 occupancy is what the H200 measures (scripts/probe_conv1d.py `prefetch` against `base`, and this
-file's `aka kb verify`).
+file's `aka kb verify`). Measured on an H100 (2026-12-05, results/h100/device-2026-12-05): it did
+not: 541 us against time_loop's 473 at 4 x 8192 x 8192, 335 against 297 at shape 3 (13-14%
+slower); the unaligned tap loads, not idle time between chunks, hold the op (ops/causal_conv1d).
+Kept as the measured counter-example; prefer time_loop.
 
 Design:
 - One program per (sequence, BC channels, CHUNKS x BL steps), a flattened 1-D grid, the taps and

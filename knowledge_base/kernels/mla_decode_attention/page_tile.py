@@ -29,7 +29,9 @@ against 20 clocks of the SM's 128 bytes per clock of shared memory. Per cached t
 2 x 72 x 2.5 KB / 32 = 11.25 KB of operand reads, about 88 clocks; at shape 4 (B 128, 8192
 tokens, 2 head blocks) 15,900 token-blocks per SM come to ~700 us of the 1023 us the H200
 measured. The query re-read shrinks only with a wider score tile: at BN 64 the instruction is
-m64n32k16 (3 KB per 32,768 multiply-adds), 6.75 KB per token.
+m64n32k16 (3 KB per 32,768 multiply-adds), 6.75 KB per token. Measured on an H100 (2026-12-05,
+results/h100/device-2026-12-05, scripts/gpu_tune_attn.py, first three configs of each grid):
+1.61-1.79x split_dispatch on the six large 128- and 64-head shapes, 1.22x at batch 1.
 
 Design:
 - Pages as tiles: with BN dividing the block size P, and every split a multiple of BN, a tile of
