@@ -135,6 +135,8 @@ def _grid_mla_page_tile(kw: dict) -> list[dict]:
       BH 64 BN 64 8 warps, 2 stages, TMA 1 / 0: 255 registers, 221,200 / 221,184 B shared, 1 CTA;
         score wgmma m64n32k16 (split_dispatch's BN 32: m64n16k16, twice the query re-reads)
       BH 64 BN 32 8 warps, 2 stages, TMA 1: 255 registers, 147,472 B
+      BH 16 BN 64 4 warps, 3 stages, TMA 0 / 1 (shape 9): 182 / 255 registers, 94,208 / 165,896 B
+      BH 16 BN 32 4 warps, 2 stages, TMA 0 / 1: 189 / 248 registers, 2 CTAs; BH 32 spills (7.9 KB)
     The first rows A/B the tile width and the loads (TMA or cp.async) at split_dispatch's split
     lengths; below 64 heads (memory-bound) 16-head tiles on 4 warps."""
     keys = ("BH", "BN", "TMA", "num_warps", "num_stages")
@@ -144,7 +146,7 @@ def _grid_mla_page_tile(kw: dict) -> list[dict]:
         out = [mk(k, 0, 1) for k in kern]
         out += [mk(k, s, 1) for s in (1024, 512, 2048) for k in kern[:2]]
         return out
-    kern = [(16, 64, 1, 4, 3), (16, 32, 1, 4, 3), (16, 64, 0, 4, 3), (32, 64, 1, 4, 2)]
+    kern = [(16, 64, 0, 4, 3), (16, 32, 0, 4, 2), (16, 64, 1, 4, 3), (16, 32, 1, 4, 2)]
     return [{**dict(zip(keys, k)), "SPLIT_TOKENS": 0, "WAVES": w} for w in (2, 1) for k in kern]
 
 

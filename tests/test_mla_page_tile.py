@@ -46,6 +46,7 @@ for case in json.loads(sys.argv[2]):
     used = {"bn": kern.tile_tokens(cfg["BN"], P)}
     used["paged"] = P % used["bn"] == 0
     used["tma"] = bool(cfg["TMA"]) and used["paged"] and kern.tma_ok(kv, kv.shape[2] - inputs["q_pe"].shape[2], 2)
+    used["peel"] = cfg["BH"] >= 64
     got = kern.attention(*[inputs[a] for a in args], case["scale"], cfg)
     worst, _ = compare_outputs(got, want, prob.meta)
     print(json.dumps({"case": case, "used": used, "ok": worst.ok and not bool(torch.isnan(got).any()),
@@ -63,6 +64,8 @@ CASES = [
     {"shape": ODD, "scale": S, "cfg": {"BN": 32, "SPLIT_TOKENS": 64}},                # TMA, padded 80 / 24 columns
     {"shape": ODD, "scale": S, "cfg": {"BN": 16, "TMA": 0, "WAVES": 4}},
     {"shape": GATHER, "scale": S, "cfg": {"BN": 16, "SPLIT_TOKENS": 16}},              # 16 does not divide 24
+    {"shape": ODD, "scale": S, "cfg": {"BH": 16, "BN": 32, "num_warps": 4, "SPLIT_TOKENS": 64}},  # one masked loop, TMA
+    {"shape": GATHER, "scale": S, "cfg": {"BH": 16, "BN": 16, "TMA": 0, "num_warps": 4}},       # one masked loop, gather
 ]
 
 
@@ -70,6 +73,7 @@ def test_load_paths_match_the_reference_and_keep_stale_rows_out():
     rows = assert_cases_pass(SCRIPT, KERNEL, CASES, timeout=600)
     paths = [(r["used"]["tma"], r["used"]["paged"]) for r in rows]
     assert (True, True) in paths and (False, True) in paths and (False, False) in paths  # each path ran
+    assert {r["used"]["peel"] for r in rows} == {True, False}                            # both loop shapes
     assert rows[0]["used"]["bn"] == 16 and rows[3]["used"]["bn"] == 32
 
 

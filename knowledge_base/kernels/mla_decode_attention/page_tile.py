@@ -20,15 +20,15 @@ score[h, t] = (q_nope[h] . c[t] + q_pe[h] . k_pe[t]) * scale; out[h] = softmax(s
 the 576-wide cache row [c (512) | k_pe (64)] shared by all H heads and gathered through
 block_tables.
 
-Why (knowledge_base/ops/mla_decode_attention.md, "What you see"): split_dispatch's 128-head config
-(BH 64, BN 32, 8 warps) issues its score dot as wgmma m64n16k16 with both operands in shared
-memory (sm_90a SASS: 72 HGMMA.64x16x16 per warpgroup per tile, the [8, 1] chained-dot layout
-making both warpgroups compute the whole [64, 32] score). Each such instruction reads a 2 KB
+Why (knowledge_base/ops/mla_decode_attention.md, "What you see"): split_dispatch's 128-head
+config (64 heads by 32 tokens, 8 warps) issues its score dot as wgmma m64n16k16 with both operands
+in shared memory (sm_90a SASS: 72 HGMMA.64x16x16 per warpgroup per tile, the [8, 1] chained-dot
+layout making both warpgroups compute the whole [64, 32] score). Each such instruction reads a 2 KB
 slice of the query tile and 512 B of cache for 16,384 multiply-adds: 8 clocks of tensor work
 against 20 clocks of the SM's 128 bytes per clock of shared memory. Per cached token that is
 2 x 72 x 2.5 KB / 32 = 11.25 KB of operand reads, about 88 clocks; at shape 4 (B 128, 8192
 tokens, 2 head blocks) 15,900 token-blocks per SM come to ~700 us of the 1023 us the H200
-measured. The query re-read shrinks only with a wider score tile: at BN 64 the instruction is
+measured. The query re-read shrinks only with a wider score tile: at 64 tokens the instruction is
 m64n32k16 (3 KB per 32,768 multiply-adds), 6.75 KB per token. Measured on an H100 (2026-12-05,
 results/h100/device-2026-12-05, scripts/gpu_tune_attn.py, first three configs of each grid):
 1.61-1.79x split_dispatch on the six large 128- and 64-head shapes, 1.22x at batch 1.
@@ -43,9 +43,9 @@ Design:
   takes the per-token gather of split_dispatch.
 - The last, partial tile of a split reads the whole slab (still inside the page) and zeroes the
   rows past the sequence with a where(), so stale cache rows (NaN included) never reach P @ c.
-- BN 64 with 2 stages: the [64, 576] query tile (72 KB) plus two [64, 576] cache stages (144 KB)
+- 64-token tiles with 2 stages: the [64, 576] query tile (72 KB) plus two [64, 576] cache stages (144 KB)
   is 221,184 B of shared memory, inside the H200's 227 KB per block; the stage clamp here allows
-  224 KB (split_dispatch's 200 KB clamp turned BN 64 into one stage, which spilled).
+  224 KB (split_dispatch's 200 KB clamp left such tiles one stage, which spilled).
 - Grid (head block, sequence, split), head block fastest so the programs of one split read the
   same slab from L2; split length a runtime argument (WAVES x 132 programs when the table has
   none); fp32 partials with lse = m + log2(l) merged by `_combine`; one split: bf16 direct.
@@ -54,7 +54,11 @@ Design:
   chained dot from Triton (the score then splits [4, 2] over the warpgroups instead of being
   computed twice), but the tile loop, no longer innermost, loses its software pipelining (151,552
   B of shared memory: one stage) and ptxas spills 812 B (sm_90a, triton 3.6, shape 4).
-- Guard rails: TMA needs 16-byte aligned row stride and bases (the 512-wide c block starts the
+- Two loop shapes (PEEL): with wgmma tiles (64 heads and more) whole tiles run unmasked and the partial
+  tail apart, since a where() on a TMA tile inside the loop sends it through registers (376 B
+  spilled at shape 4); with mma.sync tiles (16 heads) one masked loop, since the second copy of the
+  body spilled 164-1004 B there (offline sm_90a, triton 3.6, shapes 9 and 11).
+- Guard rails: the descriptors need 16-byte aligned row stride and bases (the 512-wide c block starts the
   row, k_pe at DC elements): a cache that fails them, or a layout that is not [blocks, P, row]
   contiguous in its rows, falls back to the pointer slab.
 """
@@ -109,7 +113,8 @@ def _slab(c_desc, r_desc, kv_ptr, bt_row, n0, hi, dc, dr, s_kvb, s_kvs,
                 c = tl.where(valid[:, None], c, 0.0)
                 kpe = tl.where(valid[:, None], kpe, 0.0)
         else:
-            row = kv_ptr + page.to(tl.int64) * s_kvb + ((n0 % P) + tl.arange(0, BN)).to(tl.int64)[:, None] * s_kvs
+            slot = ((n0 % P) + tl.arange(0, BN)).to(tl.int64)
+            row = kv_ptr + page.to(tl.int64) * s_kvb + slot[:, None] * s_kvs
             rows_ok = valid[:, None] if MASKED else tl.full((BN, 1), 1, tl.int1)
             c = tl.load(row + dc[None, :], mask=rows_ok & (dc < DC)[None, :], other=0.0)
             kpe = tl.load(row + DC + dr[None, :], mask=rows_ok & (dr < DR)[None, :], other=0.0)
@@ -126,7 +131,7 @@ def _mla_page(qn_ptr, qp_ptr, c_desc, r_desc, kv_ptr, bt_ptr, len_ptr, o_ptr, po
               SPLIT, NSPLIT, s_qnb, s_qnh, s_qpb, s_qph, s_kvb, s_kvs, s_bt, s_ob, s_oh,
               DC: tl.constexpr, DR: tl.constexpr, DC_PAD: tl.constexpr, DR_PAD: tl.constexpr,
               P: tl.constexpr, BH: tl.constexpr, BN: tl.constexpr, PAGED: tl.constexpr, TMA: tl.constexpr,
-              DIRECT: tl.constexpr):
+              PEEL: tl.constexpr, DIRECT: tl.constexpr):
     hb = tl.program_id(0)
     b = tl.program_id(1)
     sp = tl.program_id(2)
@@ -147,15 +152,21 @@ def _mla_page(qn_ptr, qp_ptr, c_desc, r_desc, kv_ptr, bt_ptr, len_ptr, o_ptr, po
     l_i = tl.zeros((BH,), dtype=tl.float32)
     acc = tl.zeros((BH, DC_PAD), dtype=tl.float32)
     bt_row = bt_ptr + b.to(tl.int64) * s_bt
-    full = lo + (hi - lo) // BN * BN
-    for n0 in range(lo, full, BN):   # whole tiles: no token mask
-        c, kpe, valid = _slab(c_desc, r_desc, kv_ptr, bt_row, n0, hi, dc, dr, s_kvb, s_kvs,
-                              DC, DR, P, BN, PAGED, TMA, False)
-        m_i, l_i, acc = _update(q_n, q_p, c, kpe, valid, m_i, l_i, acc, qk_scale, False)
-    if full < hi:                    # the split's partial last tile
-        c, kpe, valid = _slab(c_desc, r_desc, kv_ptr, bt_row, full, hi, dc, dr, s_kvb, s_kvs,
-                              DC, DR, P, BN, PAGED, TMA, True)
-        m_i, l_i, acc = _update(q_n, q_p, c, kpe, valid, m_i, l_i, acc, qk_scale, True)
+    if PEEL:   # wgmma tiles: whole tiles unmasked, the masked tail apart (masking in the loop spills)
+        full = lo + (hi - lo) // BN * BN
+        for n0 in range(lo, full, BN):
+            c, kpe, valid = _slab(c_desc, r_desc, kv_ptr, bt_row, n0, hi, dc, dr, s_kvb, s_kvs,
+                                  DC, DR, P, BN, PAGED, TMA, False)
+            m_i, l_i, acc = _update(q_n, q_p, c, kpe, valid, m_i, l_i, acc, qk_scale, False)
+        if full < hi:
+            c, kpe, valid = _slab(c_desc, r_desc, kv_ptr, bt_row, full, hi, dc, dr, s_kvb, s_kvs,
+                                  DC, DR, P, BN, PAGED, TMA, True)
+            m_i, l_i, acc = _update(q_n, q_p, c, kpe, valid, m_i, l_i, acc, qk_scale, True)
+    else:      # mma.sync tiles: one masked loop (a second copy of the body spills)
+        for n0 in range(lo, hi, BN):
+            c, kpe, valid = _slab(c_desc, r_desc, kv_ptr, bt_row, n0, hi, dc, dr, s_kvb, s_kvs,
+                                  DC, DR, P, BN, PAGED, TMA, True)
+            m_i, l_i, acc = _update(q_n, q_p, c, kpe, valid, m_i, l_i, acc, qk_scale, True)
     out = acc / l_i[:, None]
     if DIRECT:
         tl.store(o_ptr + b * s_ob + heads[:, None] * s_oh + dc[None, :], out.to(o_ptr.dtype.element_ty),
@@ -203,13 +214,15 @@ def shape_key(q_nope, kv_c_and_k_pe, block_tables):
 
 def config(q_nope, kv_c_and_k_pe, block_tables):
     """The table's entry for this shape, else the rule: 64-head tiles on 8 warps where the op is
-    compute-bound (H >= 64), 16-head tiles on 4 warps below (memory-bound, one head block)."""
+    compute-bound (H >= 64), 16-head tiles on 4 warps below (memory-bound, one head block), there
+    with pointer loads: a masked TMA tile goes through registers (sm_90a, shape 9: 182 registers
+    and 94 KB with TMA 0, 255 and 166 KB with TMA 1)."""
     key = shape_key(q_nope, kv_c_and_k_pe, block_tables)
     if key in DISPATCH:
         return DISPATCH[key]
     if q_nope.shape[1] >= 64:
         return dict(AKA_PARAMS)
-    return {**AKA_PARAMS, "BH": 16, "BN": 64, "num_warps": 4, "num_stages": 3, "WAVES": 2}
+    return {**AKA_PARAMS, "BH": 16, "BN": 64, "TMA": 0, "num_warps": 4, "num_stages": 3, "WAVES": 2}
 
 
 def split_tokens(cfg, B, n_hb, width, bn):
@@ -273,7 +286,7 @@ def attention(q_nope, q_pe, kv_c_and_k_pe, block_tables, seq_lens, scale, cfg):
         q_nope.stride(0), q_nope.stride(1), q_pe.stride(0), q_pe.stride(1),
         kv.stride(0), kv.stride(1), block_tables.stride(0), o.stride(0), o.stride(1),
         DC=DC, DR=DR, DC_PAD=dc_pad, DR_PAD=dr_pad, P=P, BH=bh, BN=bn, PAGED=paged, TMA=tma,
-        DIRECT=direct, num_warps=cfg["num_warps"], num_stages=stages)
+        PEEL=bh >= 64, DIRECT=direct, num_warps=cfg["num_warps"], num_stages=stages)
     if not direct:
         _combine[(B * H,)](po, lse, seq_lens, o, H, nsplit, split, o.stride(0), o.stride(1),
                            DC=DC, DC_PAD=dc_pad, SC=16, num_warps=4)
