@@ -32,7 +32,6 @@ import importlib.util
 import json
 import math
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -193,11 +192,8 @@ def _load(path: Path, name: str):
 
 
 def _provenance(torch, triton, device: str) -> dict:
-    try:
-        sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
-                             text=True, timeout=10).stdout.strip() or "unknown"
-    except Exception:
-        sha = "unknown"
+    from aka.evaluate.api import git_sha      # AKA_GIT_SHA on the device (its .git is a stale copy)
+    sha = git_sha() or "unknown"
     gpu = torch.cuda.get_device_name(0) if device == "cuda" else "cpu (Triton interpreter)"
     return {"device": device, "gpu": gpu, "torch": torch.__version__, "triton": triton.__version__,
             "git_sha": sha, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
