@@ -1,10 +1,13 @@
 """Write the measured winners of scripts/gpu_tune_attn.py into the kernels' DISPATCH tables.
 
-    python scripts/bake_dispatch_attn.py OUTDIR/tune_attn.json [more.json ...] [--dry-run]
+    python scripts/bake_dispatch_attn.py OUTDIR/tune_attn.json [more.json ...] [--dry-run] [--kernel K]
 
 Per op and shape key, the fastest correct record over all files wins; its config replaces the
 table entry for that key (entries for keys not measured are kept). Each entry carries a comment
-with its time, ratio, GPU and date. Refuses interpreter runs (their times are not timings)
+with its time, ratio, GPU and date. --kernel bakes another kernel's records (the tuner's
+`other_records`, --kernels K) into that kernel's own table, for a kernel with a dispatch block
+of its own (mla_decode_attention/page_tile); without it, each op's dispatch kernel (KERNELS[op])
+takes the `records`. Refuses interpreter runs (their times are not timings)
 unless --allow-cpu, which exists for the end-to-end test.
 """
 from __future__ import annotations
@@ -24,12 +27,15 @@ from scripts.gpu_tune_attn import KERNELS  # noqa: E402
 _BLOCK = re.compile(r"(# dispatch: begin[^\n]*\n)(.*?)(# dispatch: end)", re.S)
 
 
-def winners(docs: list[dict]) -> dict[str, dict[str, dict]]:
-    """op -> key -> the fastest correct record (with its provenance)."""
+def winners(docs: list[dict], kernel: str | None = None) -> dict[str, dict[str, dict]]:
+    """op -> key -> the fastest correct record (with its provenance): of the dispatch kernels'
+    `records`, or of `kernel`'s among the `other_records`."""
     best: dict[str, dict[str, dict]] = {}
     for doc in docs:
         prov = doc["provenance"]
-        for r in doc["records"]:
+        rows = (doc["records"] if kernel is None
+                else [r for r in doc.get("other_records", []) if r.get("kernel") == kernel])
+        for r in rows:
             if not (r.get("correct") and r.get("us")):
                 continue
             cur = best.setdefault(r["op"], {}).get(r["key"])
@@ -89,6 +95,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument("--allow-cpu", action="store_true", help="accept interpreter runs (tests only)")
     ap.add_argument("--kb", default=str(ROOT / "knowledge_base"))
+    ap.add_argument("--kernel", default=None, help="bake this other kernel's records into its own table")
     args = ap.parse_args(argv)
     docs = []
     for p in args.results:
@@ -101,8 +108,12 @@ def main(argv=None) -> int:
             print(f"error: {p} is not a GPU run (its times are interpreter wall clock)", file=sys.stderr)
             return 2
         docs.append(doc)
-    for op, won in winners(docs).items():
-        path = Path(args.kb) / "kernels" / op / f"{KERNELS[op]}.py"
+    won_by_op = winners(docs, args.kernel)
+    if args.kernel and not won_by_op:
+        print(f"error: no correct record of kernel {args.kernel!r} in {', '.join(args.results)}", file=sys.stderr)
+        return 2
+    for op, won in won_by_op.items():
+        path = Path(args.kb) / "kernels" / op / f"{args.kernel or KERNELS[op]}.py"
         bake(path, won, args.dry_run)
         print(f"{op}: {len(won)} entries -> {path}")
     return 0

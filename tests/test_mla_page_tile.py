@@ -116,3 +116,19 @@ def test_tuner_runs_page_tile_beside_the_dispatch_kernel(tmp_path):
     assert {r["kernel"] for r in doc["other_records"]} == {"page_tile"}
     assert all(r["correct"] for r in doc["records"] + doc["other_records"])
     assert "speedup over split_dispatch" in p.stdout
+    # its winners go into its own table (--kernel), never into split_dispatch's
+    kb = tmp_path / "kb"
+    (kb / "kernels" / OP).mkdir(parents=True)
+    for name in ("page_tile", "split_dispatch"):
+        (kb / "kernels" / OP / f"{name}.py").write_text((KERNEL.parent / f"{name}.py").read_text())
+    bake = [sys.executable, str(REPO_ROOT / "scripts" / "bake_dispatch_attn.py"), "--kb", str(kb), "--allow-cpu",
+            str(tmp_path / "tune_attn.json")]
+    b = subprocess.run(bake + ["--kernel", "page_tile"], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert b.returncode == 0, b.stderr
+    from aka.evaluate.loader import import_file
+    baked = import_file(kb / "kernels" / OP / "page_tile.py", "_mla_pt_baked")
+    want = {r["key"]: r["config"] for r in doc["other_records"]}
+    assert baked.DISPATCH == want and all(set(c) == set(baked.AKA_PARAMS) for c in want.values())
+    assert (kb / "kernels" / OP / "split_dispatch.py").read_text() == (KERNEL.parent / "split_dispatch.py").read_text()
+    assert subprocess.run(bake + ["--kernel", "column_split"], capture_output=True, cwd=REPO_ROOT,
+                          timeout=120).returncode == 2                 # no record of it: refused, nothing written
