@@ -61,8 +61,9 @@ def _packed(v):
 
 
 @triton.jit
-def _conv1d_pairs(x_ptr, w_ptr, b_ptr, y_ptr, C, L2, n_cb, n_sb, sxb, sxc, syb, syc, swc,
-                  BC: tl.constexpr, BP: tl.constexpr, CHUNKS: tl.constexpr):
+def _program(x_ptr, w_ptr, b_ptr, y_ptr, C, n_cb, n_sb, sxb, sxc, syb, syc, swc, BC: tl.constexpr):
+    """This program's span index, channel mask, x / y row bases and offsets (int64 bases, int32
+    in-tile offsets, in the units of x_ptr / y_ptr), and its bias and four taps in fp32."""
     pid = tl.program_id(0)
     sb = pid % n_sb
     cb = (pid // n_sb) % n_cb
@@ -70,15 +71,21 @@ def _conv1d_pairs(x_ptr, w_ptr, b_ptr, y_ptr, C, L2, n_cb, n_sb, sxb, sxc, syb, 
     cl = tl.arange(0, BC)
     c = cb * BC + cl
     cm = c < C
-    xbase = x_ptr + (b.to(tl.int64) * sxb + (cb * BC).to(tl.int64) * sxc)    # int32 words
+    xbase = x_ptr + (b.to(tl.int64) * sxb + (cb * BC).to(tl.int64) * sxc)
     ybase = y_ptr + (b.to(tl.int64) * syb + (cb * BC).to(tl.int64) * syc)
-    xoff = cl[:, None] * sxc
-    yoff = cl[:, None] * syc
     bias = tl.load(b_ptr + c, mask=cm, other=0.0).to(tl.float32)[:, None]
     w0 = tl.load(w_ptr + c * swc + 0, mask=cm, other=0.0).to(tl.float32)[:, None]
     w1 = tl.load(w_ptr + c * swc + 1, mask=cm, other=0.0).to(tl.float32)[:, None]
     w2 = tl.load(w_ptr + c * swc + 2, mask=cm, other=0.0).to(tl.float32)[:, None]
     w3 = tl.load(w_ptr + c * swc + 3, mask=cm, other=0.0).to(tl.float32)[:, None]
+    return sb, cm, xbase, ybase, cl[:, None] * sxc, cl[:, None] * syc, bias, w0, w1, w2, w3
+
+
+@triton.jit
+def _conv1d_pairs(x_ptr, w_ptr, b_ptr, y_ptr, C, L2, n_cb, n_sb, sxb, sxc, syb, syc, swc,
+                  BC: tl.constexpr, BP: tl.constexpr, CHUNKS: tl.constexpr):
+    sb, cm, xbase, ybase, xoff, yoff, bias, w0, w1, w2, w3 = _program(
+        x_ptr, w_ptr, b_ptr, y_ptr, C, n_cb, n_sb, sxb, sxc, syb, syc, swc, BC)   # x, y: int32 words
     k0 = sb * (BP * CHUNKS)
     for i in range(CHUNKS):
         kc = k0 + i * BP
@@ -104,27 +111,17 @@ def _conv1d_pairs(x_ptr, w_ptr, b_ptr, y_ptr, C, L2, n_cb, n_sb, sxb, sxc, syb, 
 def _conv1d_steps(x_ptr, w_ptr, b_ptr, y_ptr, C, L, n_cb, n_sb, sxb, sxc, syb, syc, swc,
                   BC: tl.constexpr, BL: tl.constexpr, CHUNKS: tl.constexpr):
     """Odd lengths: one bf16 step per element, four shifted tile loads per chunk."""
-    pid = tl.program_id(0)
-    sb = pid % n_sb
-    cb = (pid // n_sb) % n_cb
-    b = pid // (n_sb * n_cb)
-    cl = tl.arange(0, BC)
-    c = cb * BC + cl
-    cm = c < C
-    xbase = x_ptr + (b.to(tl.int64) * sxb + (cb * BC).to(tl.int64) * sxc)
-    ybase = y_ptr + (b.to(tl.int64) * syb + (cb * BC).to(tl.int64) * syc)
-    xoff = cl[:, None] * sxc
-    yoff = cl[:, None] * syc
-    acc0 = tl.load(b_ptr + c, mask=cm, other=0.0).to(tl.float32)[:, None]
+    sb, cm, xbase, ybase, xoff, yoff, bias, w0, w1, w2, w3 = _program(
+        x_ptr, w_ptr, b_ptr, y_ptr, C, n_cb, n_sb, sxb, sxc, syb, syc, swc, BC)
     t0 = sb * (BL * CHUNKS)
     for i in range(CHUNKS):
         tc = t0 + i * BL
         if tc < L:
             t = tc + tl.arange(0, BL)
-            acc = acc0
+            acc = bias
             for j in tl.static_range(4):
                 src = t - 3 + j
-                wj = tl.load(w_ptr + c * swc + j, mask=cm, other=0.0).to(tl.float32)[:, None]
+                wj = w0 if j == 0 else (w1 if j == 1 else (w2 if j == 2 else w3))
                 xv = tl.load(xbase + (xoff + src[None, :]),
                              mask=cm[:, None] & ((src >= 0) & (src < L))[None, :], other=0.0)
                 acc = acc + wj * xv.to(tl.float32)

@@ -233,7 +233,7 @@ def split_tokens(cfg, B, n_hb, width, bn):
     split = MAX_SPLIT
     while split > max(MIN_SPLIT, bn) and B * n_hb * triton.cdiv(width, split) < cfg["WAVES"] * SMS:
         split //= 2
-    return max(split, bn)
+    return split
 
 
 def tile_tokens(bn: int, P: int) -> int:
