@@ -95,9 +95,9 @@ def _shape_times(suite: Suite, times_dir: Path | None, gpu: str, stated: frozens
 def _cost_without_tensors(problem, shape):
     """FLOPs and bytes from the meta cost model; `bytes: auto` by building the inputs on the
     meta device (no memory, no compute)."""
-    from aka.roofline import eval_expr
+    from aka.roofline import cost_env, eval_expr
     spec = problem.meta.get("cost") or {}
-    kw = {**shape.init_kwargs, **shape.input_kwargs}
+    kw = cost_env(spec, {**shape.init_kwargs, **shape.input_kwargs})
     try:
         flops = {k: eval_expr(v, kw) for k, v in (spec.get("flops") or {}).items()}
         if spec.get("bytes", "auto") != "auto":

@@ -466,6 +466,7 @@ class Judge:
                 nbytes += sum(t.numel() * t.element_size() for t in tensors(out))
                 first = next((t for t in tensors(inputs) if t.is_floating_point()), None)
                 sr.bytes = float(nbytes)
+                sr.cost_vars = self.rt.cost_vars(inputs, shape.to_spec)
                 key = dtype_key(first.dtype) if first is not None else "fp32"
                 sr.flops = {key: float(fc.get_total_flops())} if fc.get_total_flops() else {}
                 del out, inputs, ref

@@ -113,6 +113,15 @@ class ProblemRuntime:
         model = self.task.reference_model() if self.task else self.ref_mod.Model(*args, **kwargs)
         return model.to(self.device).eval()
 
+    def cost_vars(self, inputs: dict, shape: dict) -> dict | None:
+        """The values input.py's `_cost_vars(inputs, **input_kwargs)` counts on these inputs (a
+        data-dependent cost, e.g. how many experts a routing batch reaches), or None."""
+        fn = getattr(self.input_mod, "_cost_vars", None) if self.input_mod is not None else None
+        if fn is None:
+            return None
+        out = fn(inputs, **dict(shape.get("input_kwargs", {})))
+        return {str(k): float(v) for k, v in out.items()} if out else None
+
     def make_inputs(self, shape: dict) -> dict[str, object]:
         """Fresh inputs as an ordered dict of name -> value (KernelBench: positional names)."""
         if self.task is not None:

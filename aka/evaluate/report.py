@@ -6,7 +6,10 @@ from aka.problem import Problem
 from aka.util import fmt
 
 
-def resolve_cost(meta: dict, shape, actual_bytes, counted_flops):
+def resolve_cost(meta: dict, shape, actual_bytes, counted_flops, cost_vars: dict | None = None):
+    """The shape's Cost: Atrex per-shape figures, meta.json's model (its `vars` replaced by
+    `cost_vars`, the values counted on the evaluated inputs, where given), or the counted bytes
+    and FLOPs."""
     from aka.roofline import Cost, cost_from_meta
     spec = meta.get("cost") or {}
     if "per_shape" in spec and shape.id in spec["per_shape"]:  # Atrex-Bench roofline.json
@@ -17,7 +20,7 @@ def resolve_cost(meta: dict, shape, actual_bytes, counted_flops):
         # before it (static check, import, compile) leaves nothing to count: no roofline, no error.
         return None
     if spec.get("flops") is not None or spec.get("bytes") not in (None, "auto"):
-        kw = {**shape.init_kwargs, **shape.input_kwargs}
+        kw = {**shape.init_kwargs, **shape.input_kwargs, **(cost_vars or {})}
         return cost_from_meta(spec, kw, actual_bytes)
     if actual_bytes is None:
         return None
@@ -42,7 +45,7 @@ def attach_roofline(res: EvalResult, prob: Problem, selected) -> None:
         if shape is None:
             continue
         try:
-            cost = resolve_cost(prob.meta, shape, sr.bytes, sr.flops)
+            cost = resolve_cost(prob.meta, shape, sr.bytes, sr.flops, getattr(sr, "cost_vars", None))
         except ValueError as e:
             res.notes.append(f"shape {sr.id}: cost model error: {e}")
             continue

@@ -54,6 +54,9 @@ class ShapeResult:
     # roofline
     flops: dict | None = None
     bytes: float | None = None
+    # values of the inputs the op's cost model names (input.py's _cost_vars, e.g. fused_moe's
+    # experts_hit): counted on the timed inputs, they replace the model's estimate for that batch
+    cost_vars: dict | None = None
     sol_us: float | None = None
     sol_fraction: float | None = None
     sol_us_measured: float | None = None

@@ -168,6 +168,9 @@ def time_shapes(judge, shapes) -> None:
         arena = Arena(judge.device)
         with gpu.shared("inputs"):
             made = make_input_sets(judge.rt, shape.to_spec, seed + 50_000 + 100 * si, l2, between=gpu.breathe)
+            # the cost model's data-dependent values, counted on what is timed: every set and every
+            # round's refresh share the first set's control values (routing, lengths)
+            sr.cost_vars = judge.rt.cost_vars(made[0], shape.to_spec) or sr.cost_vars
             sets, descs = [], []
             for s in made:
                 sh, d = arena.share_tree(s)

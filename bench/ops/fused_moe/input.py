@@ -32,3 +32,11 @@ def _make_inputs(num_tokens, hidden_size, intermediate_size, num_experts, top_k,
         topk_ids = torch.where(topk_ids < num_experts, topk_ids, torch.full_like(topk_ids, -1))
     return {"hidden": hidden, "w1": w1, "w2": w2,
             "topk_weights": topk_weights.float().contiguous(), "topk_ids": topk_ids.contiguous()}
+
+
+def _cost_vars(inputs, num_experts, **_):
+    """The cost model's data-dependent value (meta.json cost.vars): how many of this rank's
+    experts the batch's routing reaches, whose weights any kernel has to read."""
+    ids = inputs["topk_ids"]
+    local = ids[(ids >= 0) & (ids < num_experts)]
+    return {"experts_hit": int(local.unique().numel())}
