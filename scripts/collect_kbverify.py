@@ -5,8 +5,9 @@ fold its verdicts into the committed records where they add something.
 
 DIR holds results/kb/kernels/<op>/<kernel>.results.json. A kernel seen in several DIRs takes the
 newest verdict. --merge writes the cuda result into results/kb/ only where the committed one is
-missing or covers fewer shapes than 'all' (`aka kb best` ranks all-shape results; a one-shape
-verdict never replaces one).
+missing, covers fewer shapes than 'all', or judged another source (`aka kb best` ranks current
+all-shape results; a one-shape verdict never replaces one, nor does any over a current all-shape
+verdict of the same source).
 """
 from __future__ import annotations
 
@@ -51,7 +52,11 @@ def main(argv: list[str] | None = None) -> int:
         if a.merge:
             dest = Path(a.into) / "kernels" / p.parent.name / p.name
             have = json.loads(dest.read_text()) if dest.exists() else {"kernel": f"kernels/{k}", "op": p.parent.name, "devices": {}}
-            if (have["devices"].get("cuda") or {}).get("shapes_spec") != "all":
+            cur = have["devices"].get("cuda") or {}
+            # the new verdict goes in where the committed one is missing, covers fewer shapes, or
+            # judged another source (stale: `aka kb best` ignores it); never over a current
+            # all-shape verdict of the same source (it may be the home GPU's)
+            if cur.get("shapes_spec") != "all" or cur.get("source_hash") != r.get("source_hash"):
                 have["devices"]["cuda"] = r
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_text(json.dumps(have, indent=2) + "\n")

@@ -10,7 +10,7 @@ is the index of that tree):
               `aka bench weigh --times` on it into results/h200/bench/weights_measured.json
   kb/      -> results/kb/kernels/*/*.results.json (`aka kb verify`'s verdicts), the call's log
               appended to results/h200/kb/kb_verify.log, then
-              `aka kb best --out knowledge_base/KERNELS_H200.md` (the table stays beside the kernels)
+              `aka kb best --gpu H200 --out knowledge_base/KERNELS_H200.md` (the table stays beside the kernels)
   sweep/   -> results/h200/agent/sweep/ (tables, JSON, per-op optimize logs and runs)
   agent1/  -> results/h200/agent/optimize-rms_norm-4096/
   cache/   -> .gpucache/ (calibration and baselines, to carry into the next call)
@@ -87,7 +87,7 @@ def main() -> int:
             with open(log, "a") as f:
                 f.write("\n## device call\n" + (prov.read_text() if prov.exists() else "")
                         + (src / "kb" / "kb_verify.log").read_text())
-        aka(repo, "kb", "best", "--out", "knowledge_base/KERNELS_H200.md")
+        aka(repo, "kb", "best", "--gpu", "H200", "--out", "knowledge_base/KERNELS_H200.md")
     if (src / "sweep" / "sweep").is_dir():
         dest = repo / "results" / "h200" / "agent" / "sweep"
         replace_dir(src / "sweep" / "sweep", dest)

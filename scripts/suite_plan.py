@@ -52,7 +52,8 @@ def main(argv=None) -> int:
         print(f"error: not in the bundled suite: {bad}", file=sys.stderr)
         return 2
     overrides = {k: v for k, v in json.loads(Path(a.overrides).read_text()).items() if not k.startswith("_")}
-    best = {r["op"]: r["kernel"] for r in best_table(ROOT / "knowledge_base", "cuda")}
+    # one GPU's ranking: a kernel last verified on another GPU is not compared with H200 figures
+    best = {r["op"]: r["kernel"] for r in best_table(ROOT / "knowledge_base", "cuda", "H200")}
     p = plan(ops, overrides, best)
     cand = Path(a.cand_dir)
     for op, e in p.items():

@@ -49,7 +49,7 @@ def test_each_calls_kb_log_is_appended_not_overwritten(tmp_path):
     assert (repo / "results/kb/kernels/rms_norm/rowwise.results.json").exists()
 
 
-def test_kbverify_merge_adds_one_shape_verdicts_but_never_replaces_an_all_shape_result(tmp_path):
+def test_kbverify_merge_adds_one_shape_verdicts_but_never_replaces_a_current_all_shape_result(tmp_path):
     import json
 
     def record(spec, date, time_us):
@@ -66,6 +66,9 @@ def test_kbverify_merge_adds_one_shape_verdicts_but_never_replaces_an_all_shape_
     write(new, "softmax", "old", record("first", "2026-11-01T00:00:00", 9.0))   # before --since: not a verdict of this run
     write(tmp_path / "repo", "rms_norm", "rowwise", record("all", "2026-11-30T00:00:00", 1.0))
     write(tmp_path / "repo", "rms_norm", "chunked", record("first", "2026-12-02T00:00:00", 3.0))
+    # an all-shape verdict of an older source (stale, which `aka kb best` ignores) gives way to the new one
+    write(new, "softmax", "split", dict(record("all", "2026-12-03T16:02:00", 4.0), source_hash="new"))
+    write(tmp_path / "repo", "softmax", "split", dict(record("all", "2026-11-30T00:00:00", 5.0), source_hash="old"))
     out = tmp_path / "kbverify.tsv"
     done = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "collect_kbverify.py"), f"c1={new}", "--since",
                            "2026-12-03", "--out", str(out), "--merge", "--into", str(into)],
@@ -73,8 +76,10 @@ def test_kbverify_merge_adds_one_shape_verdicts_but_never_replaces_an_all_shape_
     assert done.returncode == 0, done.stderr
     rows = out.read_text().splitlines()
     assert rows[0].split("\t")[:4] == ["kernel", "call", "source", "status"]
-    assert sorted(r.split("\t")[0] for r in rows[1:]) == ["rms_norm/chunked", "rms_norm/rowwise"]
+    assert sorted(r.split("\t")[0] for r in rows[1:]) == ["rms_norm/chunked", "rms_norm/rowwise", "softmax/split"]
     kept = json.loads((into / "kernels/rms_norm/rowwise.results.json").read_text())["devices"]["cuda"]
     assert kept["shapes_spec"] == "all" and kept["shapes"][0]["time_us"] == 1.0   # the all-shape result stays
     merged = json.loads((into / "kernels/rms_norm/chunked.results.json").read_text())["devices"]["cuda"]
     assert merged["date"].startswith("2026-12-03") and merged["shapes"][0]["time_us"] == 2.5
+    fresh = json.loads((into / "kernels/softmax/split.results.json").read_text())["devices"]["cuda"]
+    assert fresh["source_hash"] == "new" and fresh["shapes"][0]["time_us"] == 4.0

@@ -68,14 +68,25 @@ def _ci_cell(v: dict | None) -> str:
     return "-" if not v else f"{v['faster']} / {v['tie']} / {v['slower']}"
 
 
-def best_table(root: Path, device: str = "cuda") -> list[dict]:
-    """One row per operator that has current, passing `device` results."""
-    from aka.kb.verify import is_current, kernel_op, kernel_paths, read_results
+def _counts(p: Path, e: dict, device: str, gpu: str | None) -> bool:
+    """Whether a kernel's `device` entry `e` ranks: passing, on shapes, current, and (when `gpu` is
+    given) recorded on a GPU whose name contains it. A record keeps one verdict per device kind,
+    the latest GPU's; `gpu` keeps one GPU's table free of another's figures."""
+    from aka.kb.verify import is_current
+    if gpu and gpu.lower() not in str(e.get("gpu") or "").lower():
+        return False
+    return e.get("status") == "pass" and bool(e.get("shapes")) and is_current(p, device)
+
+
+def best_table(root: Path, device: str = "cuda", gpu: str | None = None) -> list[dict]:
+    """One row per operator that has current, passing `device` results (on `gpu`, when given: a
+    substring of the recorded GPU name, e.g. H200)."""
+    from aka.kb.verify import kernel_op, kernel_paths, read_results
     from aka.problem import load_problem
     by_op: dict[str, list[tuple[Path, dict]]] = {}
     for p in kernel_paths(root):
         e = read_results(p).get("devices", {}).get(device) or {}
-        if e.get("status") == "pass" and e.get("shapes") and is_current(p, device):
+        if _counts(p, e, device, gpu):
             by_op.setdefault(kernel_op(p), []).append((p, e))
     rows = []
     for op, entries in sorted(by_op.items()):
@@ -88,15 +99,15 @@ def best_table(root: Path, device: str = "cuda") -> list[dict]:
     return rows
 
 
-def unverified(root: Path, device: str = "cuda") -> tuple[list[Path], list[str]]:
-    """The kernels without a current, passing `device` result, and the ops none of whose kernels
-    has one: what a table of the verified ones does not speak for."""
-    from aka.kb.verify import is_current, kernel_op, kernel_paths, read_results
+def unverified(root: Path, device: str = "cuda", gpu: str | None = None) -> tuple[list[Path], list[str]]:
+    """The kernels without a current, passing `device` result (on `gpu`, when given), and the ops
+    none of whose kernels has one: what a table of the verified ones does not speak for."""
+    from aka.kb.verify import kernel_op, kernel_paths, read_results
     missing, ops, covered = [], set(), set()
     for p in kernel_paths(root):
         e = read_results(p).get("devices", {}).get(device) or {}
         ops.add(kernel_op(p))
-        if e.get("status") == "pass" and e.get("shapes") and is_current(p, device):
+        if _counts(p, e, device, gpu):
             covered.add(kernel_op(p))
         else:
             missing.append(p)

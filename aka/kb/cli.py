@@ -93,6 +93,8 @@ def add_parser(sub) -> None:
     b = ks.add_parser("best", help="per op, the best kernel on a GPU from the recorded verify results")
     common(b)
     b.add_argument("--device", default="cuda", help="whose recorded results (default cuda)")
+    b.add_argument("--gpu", default=None,
+                   help="only results recorded on a GPU whose name contains this (e.g. H200): one GPU's table")
     b.add_argument("--out", default=None, help="also write the markdown table here")
     b.set_defaults(func=cmd_best)
 
@@ -311,14 +313,15 @@ def cmd_best(args) -> int:
     from aka.kb.best import best_table, markdown, unverified
     from aka.kb.verify import kernel_paths
     console = _console()
-    rows = best_table(_root(args), args.device)
+    rows = best_table(_root(args), args.device, args.gpu)
     if not rows:
-        console.print(f"no current, passing {args.device} results: run `aka kb verify --device {args.device}` first")
+        on = f" on a GPU named *{args.gpu}*" if args.gpu else ""
+        console.print(f"no current, passing {args.device} results{on}: run `aka kb verify --device {args.device}` first")
         return 1
     gpus = sorted({str(r["gpu"]) for r in rows})
     dates = sorted(str(r["date"]) for r in rows if r.get("date"))
     prov = f"GPU {', '.join(gpus)}; results recorded {dates[0]} to {dates[-1]}" if dates else f"GPU {', '.join(gpus)}"
-    missing, ops = unverified(_root(args), args.device)
+    missing, ops = unverified(_root(args), args.device, args.gpu)
     text = markdown(rows, prov, (len(missing), len(kernel_paths(_root(args))), ops))
     if args.out:
         Path(args.out).write_text(text)
