@@ -608,6 +608,34 @@ def test_verify_in_parallel_records_every_kernel(tmp_path):
     assert len(calls) == 2
 
 
+def test_verify_measures_again_on_another_gpu_model(tmp_path):
+    """One cuda verdict per kernel: one recorded on an H100 is current on an H100 and is measured
+    again on an H200 (else a kernel verified on the H100 never gets an H200 result)."""
+    from aka.evaluate.result import EvalResult, ShapeResult
+    from aka.kb.verify import read_results, verify
+    root = write_kb(tmp_path / "kb")
+    calls = []
+
+    def on(gpu):
+        def run(op, path, shapes=None, config=None):
+            from aka.problem import load_problem
+            calls.append((Path(path).name, gpu))
+            ids = [s.id for s in load_problem(op).select(shapes)]
+            return EvalResult(status="pass", reason="all stages passed", problem=op, device=config.device,
+                              shapes=[ShapeResult(i, "n", correct=True) for i in ids], env={"gpu": gpu})
+        return run
+    h100, h200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
+    verify(root, "cuda", evaluate_fn=on(h100), timing=False, gpu=h100)
+    assert len(calls) == 2
+    assert [s for _, s in verify(root, "cuda", evaluate_fn=on(h100), timing=False, gpu=h100)] == ["skipped"] * 2
+    calls.clear()
+    verify(root, "cuda", evaluate_fn=on(h200), timing=False, gpu=h200)
+    assert sorted(calls) == [("online.py", h200), ("rows.py", h200)]
+    assert read_results(root / "kernels/rms_norm/rows.py")["devices"]["cuda"]["gpu"] == h200
+    # no GPU name to compare (an older record, a run without one): the verdict stands
+    assert [s for _, s in verify(root, "cuda", evaluate_fn=on(h100), timing=False)] == ["skipped"] * 2
+
+
 def test_verify_order_first_and_reverse(tmp_path):
     """--first/--reverse order the work only (a GPU run sharing its baseline cache with a bench
     run going the other way); every kernel is still verified once."""

@@ -63,12 +63,15 @@ def read_results(kernel: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def is_current(kernel: Path, device: str, spec: str | None = None) -> bool:
+def is_current(kernel: Path, device: str, spec: str | None = None, gpu: str | None = None) -> bool:
     """Whether `device`'s recorded result still speaks for the kernel: same source, same shape set
     (`spec`, when given), current timing method, and run on every shape that set selects now
-    (`spec`, else the device's default: small on the CPU, all elsewhere)."""
+    (`spec`, else the device's default: small on the CPU, all elsewhere). `gpu` (the GPU in hand,
+    as torch names it): a verdict recorded on another GPU model does not speak for this one."""
     from aka.evaluate.result import machine_failure
     entry = read_results(kernel).get("devices", {}).get(device) or {}
+    if gpu and entry.get("gpu") and entry["gpu"] != gpu:
+        return False  # an H100 verdict is no H200 result: measure it here
     if machine_failure(entry.get("status"), entry.get("reason")):
         return False  # out of GPU memory beside other evaluations: verify it again
     from aka.evaluate.timing import BASELINE_METHOD  # (imports torch: only when asked)
@@ -92,6 +95,15 @@ def _covers(entry: dict, kernel: Path, spec: str) -> bool:
     except ProblemError:
         return True  # no such op: the verify run says so
     return {str(s.get("id")) for s in entry.get("shapes") or []} >= want
+
+
+def _gpu_name(device: str) -> str | None:
+    """torch's name for the GPU `device` selects (what the harness records as env["gpu"])."""
+    try:
+        import torch
+        return torch.cuda.get_device_name(torch.device(device)) if torch.cuda.is_available() else None
+    except Exception:  # noqa: BLE001 - no name: nothing to compare, every current verdict stands
+        return None
 
 
 def record(res, kernel: Path, device: str, spec: str) -> dict:
@@ -124,7 +136,7 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
            evaluate_fn=None, shapes: str | None = None, timeout_s: float = 900.0, jobs: int = 1,
            timing: bool = True, first: list[str] | None = None, reverse: bool = False,
            missing_first: bool = False, oldest_first: bool = False,
-           unlock_compiles: bool = False) -> list[tuple[Path, str]]:
+           unlock_compiles: bool = False, gpu: str | None = None) -> list[tuple[Path, str]]:
     """(kernel, status or 'skipped') for every kernel; each result is written as soon as it is
     known, so an interrupted run keeps its finished kernels. With jobs > 1 several kernels are
     evaluated at once: on one GPU their checks overlap while their timings take turns under the
@@ -134,7 +146,8 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
     this device before the rest) and `oldest_first` (no result, then the oldest result on this device
     first: a partial re-verification after a harness change reaches the stalest verdicts) only order
     the work. `unlock_compiles`: the kernels' compiles let the GPU lock go (a knowledge base one
-    trusts: aka/evaluate/gpulock.py)."""
+    trusts: aka/evaluate/gpulock.py). `gpu`: the GPU in hand (default: torch's name for it on a
+    CUDA device); a result recorded on another GPU model is verified again, not skipped."""
     from concurrent.futures import ThreadPoolExecutor
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -144,6 +157,8 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
     from aka.problem import ProblemError
     run = evaluate_fn or evaluate
     spec = shapes or ("small" if device == "cpu" else "all")
+    if gpu is None and device.startswith("cuda") and evaluate_fn is None:
+        gpu = _gpu_name(device)
     if not timing and device != "cpu":
         spec += "/untimed"
     paths = kernel_paths(root, op)
@@ -164,7 +179,7 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
         def one(p: Path) -> tuple[Path, str]:
             name = str(p.relative_to(root))
             try:
-                if not force and is_current(p, device, spec):
+                if not force and is_current(p, device, spec, gpu):
                     return p, "skipped"
                 cfg = EvalConfig(device=device, timing=timing and device != "cpu", unlock_compiles=unlock_compiles,
                                  sandbox=SandboxConfig(timeout_s=timeout_s))
