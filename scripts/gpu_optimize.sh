@@ -6,6 +6,12 @@
 # Everything lands in $OUT/opt.tgz; then, here: tar xzf <files_at>/opt.tgz -C results/h200/<dir>.
 #
 #   device: AKA_CACHE_DIR=$PWD/.gpucache OUT=$OUT bash scripts/gpu_optimize.sh
+# The run stores live in the carried cache ($AKA_CACHE_DIR/opt-runs), so a later call resumes each
+# run (`aka optimize resume=...`, a fresh wall budget) where the last call's deadline cut it: a
+# gemm_bf16 round with its confirmation took 300 s of a 500 s budget on the H100 (2026-12-05), and
+# the closing dispatch round did not fit. Between calls, here:
+#   tar xzf <files_at>/opt.tgz -C /tmp/o && rm -rf .gpucache/opt-runs && cp -r /tmp/o/opt/runs .gpucache/opt-runs
+#
 #   env: AKA_DEADLINE_S (default 520), AKA_OPT_OPS (default "gemm_bf16 prefill_attention"),
 #        AKA_OPT_WALL (each run's budget.max_wall_s, default 330), AKA_OPT_ITERS (default 12),
 #        AKA_OPT_KBV_OPS (comma list: also `aka kb verify` these ops, timings on, in a scratch copy)
@@ -17,8 +23,10 @@ DEADLINE=${AKA_DEADLINE_S:-520}
 . scripts/device_lib.sh
 device_env
 W=$OUT/opt; mkdir -p "$W"
+RUNS=$AKA_CACHE_DIR/opt-runs; mkdir -p "$RUNS"
 pack() {
   echo "total wall seconds: $(( $(date +%s) - T0 ))" | tee -a "$W/steps.txt"
+  rm -rf "$W/runs" && cp -r "$RUNS" "$W/runs"
   tar czf "$OUT/opt.tgz" -C "$OUT" opt && rm -rf "$W"
   ls -la "$OUT"
 }
@@ -34,10 +42,12 @@ pids=()
 for op in ${AKA_OPT_OPS:-gemm_bf16 prefill_attention}; do
   (
     s=$(date +%s)
-    timeout --signal=INT --kill-after=15 $(( $(left) - 20 )) python3 -m aka.cli optimize op="$op" shape=all model=offline \
-      iters="${AKA_OPT_ITERS:-12}" runs_dir="$W/runs" run_id="optimize-$op" live=off \
+    if [[ -f $RUNS/optimize-$op/events.jsonl ]]; then how="resume=optimize-$op"   # a cut-off run: go on
+    else how="op=$op shape=all model=offline run_id=optimize-$op"; fi
+    timeout --signal=INT --kill-after=15 $(( $(left) - 20 )) python3 -m aka.cli optimize $how \
+      iters="${AKA_OPT_ITERS:-12}" runs_dir="$RUNS" live=off \
       budget.max_wall_s="${AKA_OPT_WALL:-330}" > "$W/optimize-$op.log" 2>&1
-    echo "[optimize $op rc=$? wall=$(( $(date +%s) - s ))s]" >> "$W/steps.txt"
+    echo "[optimize $op rc=$? wall=$(( $(date +%s) - s ))s ${how%% *}]" >> "$W/steps.txt"
   ) &
   pids+=($!)
 done

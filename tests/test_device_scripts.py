@@ -98,6 +98,16 @@ def test_optimize_script_runs_its_ops_and_packs_each_run(tmp_path):
     assert "[optimize rms_norm rc=0" in steps, steps
     # on CPU the run ends at its first candidate that is correct on every small shape
     assert best["accepted"] and best["score"] == dict(best["score"], kind="pass_rate", value=1.0), best
+    assert (tmp_path / "cache" / "opt-runs" / "optimize-rms_norm" / "events.jsonl").is_file()  # kept for a resume
+    # a second call finds the run in the cache and resumes it instead of starting another
+    again = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "gpu_optimize.sh")], cwd=REPO_ROOT,
+                           env=dict(env, OUT=str(tmp_path / "out2")), capture_output=True, text=True, timeout=400)
+    assert again.returncode == 0, again.stderr[-2000:]
+    with tarfile.open(tmp_path / "out2" / "opt.tgz") as t:
+        steps2 = t.extractfile("opt/steps.txt").read().decode()
+        log2 = t.extractfile("opt/optimize-rms_norm.log").read().decode()
+    assert "[optimize rms_norm rc=0" in steps2 and "resume=optimize-rms_norm" in steps2, steps2
+    assert "(resumed at round 2)" in log2, log2[-1500:]
 
 
 def test_candidates_table_compares_a_runs_candidates_per_shape():
