@@ -13,7 +13,8 @@
 #   tar xzf <files_at>/opt.tgz -C /tmp/o && rm -rf .gpucache/opt-runs && cp -r /tmp/o/opt/runs .gpucache/opt-runs
 #
 #   env: AKA_DEADLINE_S (default 520), AKA_OPT_OPS (default "gemm_bf16 prefill_attention"),
-#        AKA_OPT_WALL (each run's budget.max_wall_s, default 330), AKA_OPT_ITERS (default 12),
+#        AKA_OPT_WALL (each run's wall in this call: budget.max_wall_s, on a resume the run's wall
+#        so far plus this, default 330), AKA_OPT_ITERS (default 12),
 #        AKA_OPT_KBV_OPS (comma list: also `aka kb verify` these ops, timings on, in a scratch copy)
 set -uo pipefail
 : "${OUT:?set OUT to a results folder}"
@@ -42,12 +43,16 @@ pids=()
 for op in ${AKA_OPT_OPS:-gemm_bf16 prefill_attention}; do
   (
     s=$(date +%s)
-    if [[ -f $RUNS/optimize-$op/events.jsonl ]]; then how="resume=optimize-$op"   # a cut-off run: go on
+    wall=${AKA_OPT_WALL:-330}
+    if [[ -f $RUNS/optimize-$op/events.jsonl ]]; then   # a cut-off run: go on, with this call's wall on top
+      how="resume=optimize-$op"                          # of what the run has used (the budget is the run's)
+      wall=$(python3 -c "import json,sys; print(round(json.load(open(sys.argv[1])).get('wall_s', 0) + $wall))" \
+               "$RUNS/optimize-$op/totals.json" 2>/dev/null || echo "$wall")
     else how="op=$op shape=all model=offline run_id=optimize-$op"; fi
     timeout --signal=INT --kill-after=15 $(( $(left) - 20 )) python3 -m aka.cli optimize $how \
       iters="${AKA_OPT_ITERS:-12}" runs_dir="$RUNS" live=off \
-      budget.max_wall_s="${AKA_OPT_WALL:-330}" > "$W/optimize-$op.log" 2>&1
-    echo "[optimize $op rc=$? wall=$(( $(date +%s) - s ))s ${how%% *}]" >> "$W/steps.txt"
+      budget.max_wall_s="$wall" > "$W/optimize-$op.log" 2>&1
+    echo "[optimize $op rc=$? wall=$(( $(date +%s) - s ))s ${how%% *} max_wall_s=$wall]" >> "$W/steps.txt"
   ) &
   pids+=($!)
 done

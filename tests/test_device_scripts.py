@@ -107,6 +107,9 @@ def test_optimize_script_runs_its_ops_and_packs_each_run(tmp_path):
         steps2 = t.extractfile("opt/steps.txt").read().decode()
         log2 = t.extractfile("opt/optimize-rms_norm.log").read().decode()
     assert "[optimize rms_norm rc=0" in steps2 and "resume=optimize-rms_norm" in steps2, steps2
+    import re
+    wall = int(re.search(r"max_wall_s=(\d+)", steps2).group(1))   # the run's wall so far plus this call's 120 s
+    assert 120 <= wall < 200, steps2
     assert "(resumed at round 2)" in log2, log2[-1500:]
 
 

@@ -292,3 +292,19 @@ def test_retune_the_fp8_dispatch_table_on_cpu(tmp_path):
     mod, before = _load(tmp_path / "r" / "kb" / "kernels" / "fp8_block_scaled_gemm" / "dispatch.py", "_fp8_rt"), \
         _load(fp8, "_fp8_orig")
     assert [r for r in mod._TABLE if r[:3] != (3, 40, 256)] == before._TABLE and len(mod._TABLE) == len(before._TABLE) + 1
+
+
+def test_past_round_walls_forecast_a_resumed_run():
+    """A resumed run forecasts its next round from the rounds its store recorded (the closing
+    dispatch round is not a search round), so the wall budget can refuse a round that would not fit."""
+    from aka.agent.loop import past_round_walls
+    ev = [{"type": "start", "t": "2026-12-05T15:54:14+00:00"},
+          {"type": "round_start", "t": "2026-12-05T15:54:14+00:00", "round": 1},
+          {"type": "round_end", "t": "2026-12-05T15:56:03+00:00", "round": 1},
+          {"type": "round_start", "t": "2026-12-05T15:56:03+00:00", "round": 2},
+          {"type": "round_end", "t": "2026-12-05T16:01:04+00:00", "round": 2},
+          {"type": "round_start", "t": "2026-12-05T16:01:10+00:00", "round": 3, "dispatch": True},
+          {"type": "round_end", "t": "2026-12-05T16:03:10+00:00", "round": 3},
+          {"type": "round_start", "t": "2026-12-05T16:05:00+00:00", "round": 4}]   # cut off: no end
+    assert past_round_walls(ev) == [109.0, 301.0]
+    assert past_round_walls([]) == []

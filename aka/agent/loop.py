@@ -38,6 +38,24 @@ class Outcome:
     rounds: int
 
 
+def past_round_walls(events: list[dict]) -> list[float]:
+    """Wall seconds of each finished search round in a run's events (round_start to round_end;
+    the closing dispatch round is not a search round), in order."""
+    import datetime as dt
+    out, start = [], None
+    for ev in events:
+        t = ev.get("type")
+        if t == "round_start":
+            start = None if ev.get("dispatch") else ev.get("t")
+        elif t == "round_end" and start is not None:
+            try:
+                out.append((dt.datetime.fromisoformat(ev["t"]) - dt.datetime.fromisoformat(start)).total_seconds())
+            except (KeyError, TypeError, ValueError):
+                pass
+            start = None
+    return out
+
+
 class Optimizer:
     def __init__(self, cfg: OptimizeConfig, problem, task, proposer, store: RunStore, *, retriever=None,
                  state: State | None = None, budget=None, view=None):
@@ -55,7 +73,9 @@ class Optimizer:
                                    sandbox=SandboxConfig(timeout_s=cfg.eval.timeout_s,
                                                          idle_timeout_s=cfg.eval.idle_timeout_s))
         self.t0 = time.monotonic()
-        self.round_s: list[float] = []  # wall seconds of this session's rounds (the wall budget's forecast)
+        # wall seconds of the run's rounds (the wall budget's forecast): a resumed run starts from
+        # those its store recorded, so its first round is forecast too
+        self.round_s: list[float] = past_round_walls(store.events())
 
     # -- events -----------------------------------------------------------------------------
     def emit(self, type_: str, **data) -> dict:
