@@ -85,6 +85,20 @@ MID_ROWS32 = [tile(32, 128, 128, 4, 4, 1), tile(32, 128, 128, 4, 4, 1, split=2),
               tile(32, 128, 64, 4, 6, 1), tile(32, 64, 128, 4, 6, 1, split=2), tile(32, 256, 128, 8, 3, 1)]
 
 
+# Added 2026-12-05 (sixth session), untimed: the mid-M shapes still under 0.9x cuBLAS (H100: M 256,
+# N 2560, K 8192 at 0.69x; H200: M 96, N 8192, K 7392 at 0.79x) ran 128x128 tiles, whose operand
+# loads are (128 + 128) x 64 x 2 B = 32 KB per 2 MFLOP: 64 FLOP/B of L2-to-SM traffic, so a few TB/s
+# of L2 bandwidth caps them near a third of the MMA peak (H100 at M 256: 34 us = 314 TFLOP/s; the
+# 128x128 tiles re-read A 20 times, 168 MB from L2 for a 46 MB problem). 256x128 or 128x256 tiles
+# move 85 FLOP/B and cut that traffic by a quarter, but the grid held them only at split 2: 40 and
+# 64 programs on 132 SMs. These splits fill one wave (M 256 N 2560: 20 tiles x 6 = 120 programs;
+# M 96 N 8192: 32 x 4 = 128; M 128 N 4096: 16 x 8 = 128), at 12-17 MB of fp32 partials that stay
+# in the 50-60 MB L2 for the fixup. All compile offline for sm_90a (scripts/check_gemm_grid.py).
+MID_BIG = [tile(256, 128, 64, 8, 3, 1, split=6), tile(128, 256, 64, 8, 3, 1, split=4),
+           tile(256, 128, 64, 8, 3, 1, split=4), tile(128, 256, 64, 8, 3, 1, split=8),
+           tile(256, 128, 64, 8, 3, 1, split=3), tile(128, 256, 64, 8, 3, 1, split=3)]
+
+
 def bf16_grid(M):
     """Candidates per M bucket, most promising first (the deadline drops the tail)."""
     if M <= 4:
@@ -104,7 +118,7 @@ def bf16_grid(M):
         return [tile(64, 128, 64, 4, 4, 1), tile(128, 128, 64, 8, 4, 1), tile(64, 128, 128, 4, 4, 1),
                 tile(128, 128, 64, 8, 4, 1, persist=1), tile(64, 64, 128, 4, 4, 0), tile(64, 256, 64, 8, 3, 1),
                 tile(64, 128, 64, 4, 4, 1, persist=1, occ=2), tile(64, 128, 64, 4, 4, 1, split=4),
-                tile(128, 128, 64, 8, 4, 1, split=2)] + MID_MORE + (MID_ROWS32 if M % 32 == 0 and M % 64 else [])
+                tile(128, 128, 64, 8, 4, 1, split=2)] + MID_BIG + MID_MORE + (MID_ROWS32 if M % 32 == 0 and M % 64 else [])
     if M <= 1024:  # one wave of 128x128 tiles or less (M 512, N 4096: 128 tiles), see MID_PREFILL
         return PREFILL_BASE[:3] + MID_PREFILL + PREFILL_BASE[3:]
     return PREFILL_BASE
