@@ -75,7 +75,7 @@ def main(argv=None) -> int:
     from aka.peers import peer_of
     from aka.problem import load_problem
     try:
-        best = {r["op"]: r["kernel"] for r in best_table(ROOT / "knowledge_base" / "kernels", "cuda", "H200")}
+        best = {r["op"]: r["kernel"] for r in best_table(ROOT / "knowledge_base", "cuda", "H200")}
     except Exception as e:  # noqa: BLE001 - no results at all: every op falls back, said per op
         print(f"peer_plan: aka kb best unavailable ({type(e).__name__}: {e})", file=sys.stderr)
         best = {}
