@@ -151,8 +151,8 @@ def routed_experts(num_experts: float, ep_size: float, top_k: float, num_tokens:
 
 
 _FUNCS: dict[str, tuple[Callable, int, int]] = {
-    "routed_experts": (routed_experts, 5, 5),
     # name -> (function, min args, max args)
+    "routed_experts": (routed_experts, 5, 5),
     "min": (lambda *a: min(a), 1, 64), "max": (lambda *a: max(a), 1, 64),
     "ceil": (math.ceil, 1, 1), "floor": (math.floor, 1, 1),
     "log2": (_log2, 1, 1), "sqrt": (_sqrt, 1, 1),

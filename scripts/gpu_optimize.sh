@@ -7,7 +7,7 @@
 #
 #   device: AKA_CACHE_DIR=$PWD/.gpucache OUT=$OUT bash scripts/gpu_optimize.sh
 # The run stores live in the carried cache ($AKA_CACHE_DIR/opt-runs), so a later call resumes each
-# run (`aka optimize resume=...`, a fresh wall budget) where the last call's deadline cut it: a
+# run (`aka optimize resume=...`, this call's wall on top of the run's) where the last call's deadline cut it: a
 # gemm_bf16 round with its confirmation took 300 s of a 500 s budget on the H100 (2026-12-05), and
 # the closing dispatch round did not fit. Between calls, here:
 #   tar xzf <files_at>/opt.tgz -C /tmp/o && rm -rf .gpucache/opt-runs && cp -r /tmp/o/opt/runs .gpucache/opt-runs
