@@ -48,7 +48,12 @@ keeps both fresh dot results live. On 16 warps (four warpgroups, a 64x64 piece o
 each, 128 registers a thread at most) it fits: TMA 128 registers, 16 B spilled; pointer loads 128,
 none; 180,280 B shared at 3 stages, one CTA per SM. So the default is 16 warps. 256x128 tiles
 (BM 256, NH 1) spill on both warp counts (192-340 B). The 128x128 tile (NH 1, 8 warps): 164
-registers, no spill. Untimed: no GPU has run it yet.
+registers, no spill.
+
+Measured (H100, results/h100/device-2026-12-05c): at its defaults no faster than dispatch on
+any shape (ties at M 4096 N 3072 K 1536 and M 8192 N 7168 K 2048, 0.78-0.95x on the other M >= 2048
+shapes, far slower at decode M, which it has no GEMV path for). Kept as the measured negative
+result and the starting point for an 8-warp ordering of the two halves.
 """
 import functools
 
