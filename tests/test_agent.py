@@ -484,7 +484,7 @@ def test_no_round_starts_that_would_end_past_the_wall_budget():
     budget._t0 -= 60.0  # 60 s used
     stub = SimpleNamespace(cfg=SimpleNamespace(budget=SimpleNamespace(iterations=10),
                                                stop=SimpleNamespace(stall_rounds=5)),
-                           budget=budget, state=SimpleNamespace(stall=0), round_s=[],
+                           budget=budget, state=SimpleNamespace(stall=0, prior_wall_s=0.0), round_s=[],
                            dispatch_pending=lambda: False)
     Optimizer.check_limits(stub, 2)              # no round measured yet: nothing to forecast
     stub.round_s = [50.0, 20.0, 30.0, 35.0]      # the last three: longest 35 s -> ends at 95 s
@@ -495,6 +495,11 @@ def test_no_round_starts_that_would_end_past_the_wall_budget():
     stub.dispatch_pending = lambda: False
     stub.round_s.append(45.0)                    # 60 + 45 > 100
     with pytest.raises(BudgetStop, match=r"max_wall_s=100 would be passed by another round \(~45 s"):
+        Optimizer.check_limits(stub, 2)
+    # a resumed run: its Budget holds what is left of the run's max_wall_s (make_budget); the
+    # message speaks of the run's limit and the run's wall so far, not of this session's share
+    stub.state.prior_wall_s = 400.0
+    with pytest.raises(BudgetStop, match=r"max_wall_s=500 would .* \(~45 s, .*; 460 s used, 400 s of them before"):
         Optimizer.check_limits(stub, 2)
 
 

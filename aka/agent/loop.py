@@ -147,8 +147,11 @@ class Optimizer:
             closing = self.dispatch_pending()  # room for the closing dispatch round: about one more round
             if used + need * (2 if closing else 1) > limit:
                 then = " and the closing dispatch round" if closing else ""
-                raise BudgetStop(f"budget: max_wall_s={limit:g} would be passed by another round{then} "
-                                 f"(~{need:.0f} s, the longest recent one; {used:.0f} s used)")
+                # in the run's terms: after a resume the Budget holds only what is left of max_wall_s
+                prior = self.state.prior_wall_s
+                raise BudgetStop(f"budget: max_wall_s={limit + prior:g} would be passed by another round{then} "
+                                 f"(~{need:.0f} s, the longest recent one; {used + prior:.0f} s used"
+                                 + (f", {prior:.0f} s of them before this resume)" if prior else ")"))
         if self.state.stall >= self.cfg.stop.stall_rounds:
             raise Stalled(f"no accepted improvement in {self.state.stall} rounds (stop.stall_rounds)")
 
@@ -342,7 +345,8 @@ class Optimizer:
         limit = self.budget.max_wall_s
         if isinstance(stop, BudgetStop) and limit is not None and self.round_s \
                 and self.budget.elapsed_s() + max(self.round_s[-3:]) > limit:
-            self.emit("dispatch", built=False, reason=f"max_wall_s={limit:g} leaves no room for its evaluation")
+            self.emit("dispatch", built=False, reason=f"max_wall_s={limit + self.state.prior_wall_s:g} "
+                                                       "leaves no room for its evaluation")
             return
         r = st.round + 1
         self.emit("round_start", round=r, parent=None, dropout=None, dispatch=True)
