@@ -446,6 +446,38 @@ def test_confirmation_remeasures_both_at_once_timing_only():
     assert events[-1][1]["incumbent_failed"] == ["incorrect broke"]
 
 
+def test_confirmation_not_worse_promotes_a_tie_and_rejects_a_steady_loss():
+    """Optimizer.confirm(not_worse=True), the closing dispatcher's rule: overlapping samples (a tie)
+    promote; an incumbent ahead on every sample, however slightly, does not."""
+    from types import SimpleNamespace
+
+    from aka.agent.loop import Optimizer
+    from aka.evaluate.result import EvalResult
+    values = {}
+
+    def fake_eval(c, remeasure=False):
+        return EvalResult("pass"), Score(next(values[c.id]), "sol_fraction")
+
+    events = []
+    stub = SimpleNamespace(cfg=SimpleNamespace(eval=SimpleNamespace(confirm_repeats=2, min_rel_gain=0.02)),
+                           _eval=fake_eval, emit=lambda t, **d: events.append((t, d)))
+    ch = SimpleNamespace(id="c3", score=Score(0.703, "sol_fraction"))
+    inc = SimpleNamespace(id="c1", score=Score(0.7028, "sol_fraction"))
+    values.update({"c3": iter([0.7051, 0.7020]), "c1": iter([0.7040, 0.7035])})   # interleaved: a tie
+    ok, why = Optimizer.confirm(stub, ch, inc, not_worse=True)
+    assert ok and why.startswith("accepted within noise") and events[-1][1]["rule"] == "not_worse"
+    values.update({"c3": iter([0.7051, 0.7020]), "c1": iter([0.7040, 0.7035])})   # the usual rule: a tie is no gain
+    assert not Optimizer.confirm(stub, ch, inc)[0]
+    values.update({"c3": iter([0.698, 0.699]), "c1": iter([0.7035, 0.704])})       # behind on every sample
+    ok, why = Optimizer.confirm(stub, SimpleNamespace(id="c3", score=Score(0.6985, "sol_fraction")), inc,
+                                not_worse=True)
+    assert not ok and "c1 faster beyond noise" in why
+    stub.cfg.eval.confirm_repeats = 0                                              # no re-measurement
+    assert Optimizer.confirm(stub, ch, inc, not_worse=True)[0]
+    assert not Optimizer.confirm(stub, SimpleNamespace(id="c3", score=Score(0.68, "sol_fraction")), inc,
+                                 not_worse=True)[0]
+
+
 def test_offline_proposer_starts_from_the_best_kernel_the_knowledge_base_measured():
     """On a GPU the first proposals are the families with a current recorded result over the task's
     shapes, best objective first; on the CPU (no timings recorded) they stay in file order."""

@@ -104,6 +104,12 @@ class DispatchConfig:
                                           # promoted by the usual rules; a candidate faster than every earlier one on
                                           # some shape counts as progress, and the offline search tries every family
                                           # and moves around each shape's fastest variant
+    accept_within_noise: bool = True      # GPU: the dispatcher is also promoted when it ties the incumbent: its
+                                          # objective within eval.min_rel_gain below, and the incumbent not faster
+                                          # beyond noise on the interleaved re-measurement. By construction each shape
+                                          # runs the variant measured fastest on it, so a tie on the weighted
+                                          # objective still returns a kernel at least as good as every variant on every
+                                          # shape (issue 21); false: the usual rules (a gain beyond noise)
 
 
 @dataclass

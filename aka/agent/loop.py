@@ -282,16 +282,22 @@ class Optimizer:
                   speedup_eager={s.id: s.speedup_eager for s in res.shapes}, wall_s=res.wall_s.get("total_s"))
         self.store.save_candidate(c)
 
-    def decide(self, c: Candidate) -> bool:
+    def decide(self, c: Candidate, tie_ok: bool = False) -> bool:
+        """Promote `c` when it passes and beats the incumbent (beyond noise on a GPU). tie_ok (the
+        closing dispatcher, dispatch.accept_within_noise): a GPU candidate within eval.min_rel_gain
+        below the incumbent goes to the re-measurement too, and is promoted unless the incumbent is
+        faster beyond noise there."""
         inc = self.state.incumbent
         ok, why = acceptable(c.result)
         if ok and self.device.startswith("cpu"):
             ok, why = compiles_for_gpu(c.result)
-        if ok and not better(c.score, inc.score if inc else None):
+        tie = tie_ok and inc is not None and not self.device.startswith("cpu")
+        if ok and not better(c.score, inc.score if inc else None) and not (
+                tie and better(c.score, inc.score, -self.cfg.eval.min_rel_gain)):
             ok, why = False, f"not better than {inc.id}: {fmt(c.score.value)} vs {fmt(inc.score.value)}"
         if ok and inc is not None and not self.device.startswith("cpu"):
-            ok, why = self.confirm(c, inc)
-        c.meta["decision"] = "accepted" if ok else why
+            ok, why = self.confirm(c, inc, not_worse=tie)
+        c.meta["decision"] = (why if why.startswith("accepted within noise") else "accepted") if ok else why
         c.accepted = ok
         self.store.save_candidate(c)  # the decision is on disk before the event that announces it
         if not ok:
@@ -326,7 +332,8 @@ class Optimizer:
 
     def dispatch_round(self, stop: Stop) -> None:
         """The closing round: one candidate dispatching each shape to the variant measured fastest
-        on it (aka/agent/dispatch.py), evaluated as a whole, promoted only by `decide`."""
+        on it (aka/agent/dispatch.py), evaluated as a whole, promoted by `decide`: beyond noise, or on a
+        tie when dispatch.accept_within_noise (by construction no shape runs slower than its fastest variant)."""
         if not self.cfg.dispatch.enabled:
             return
         st = self.state
@@ -352,7 +359,7 @@ class Optimizer:
         self.emit("round_start", round=r, parent=None, dropout=None, dispatch=True)
         c = self.admit(Proposal(source, "dispatch", None, [], {"dispatch": info}), r)
         self.evaluate(c)
-        self.decide(c)
+        self.decide(c, tie_ok=self.cfg.dispatch.accept_within_noise)
         self.store.save_candidate(c)
         st.last, st.round = [c], r
         inc = st.incumbent
@@ -365,10 +372,14 @@ class Optimizer:
                   status=c.status, accepted=c.accepted)
         self.store.save_totals(self.totals())
 
-    def confirm(self, c: Candidate, inc: Candidate) -> tuple[bool, str]:
-        """GPU: re-measure challenger and incumbent together, `confirm_repeats` times, before a promotion."""
+    def confirm(self, c: Candidate, inc: Candidate, not_worse: bool = False) -> tuple[bool, str]:
+        """GPU: re-measure challenger and incumbent together, `confirm_repeats` times, before a promotion.
+        not_worse: the challenger passes unless the incumbent is faster beyond noise (a tie promotes)."""
         k, gain = self.cfg.eval.confirm_repeats, self.cfg.eval.min_rel_gain
         if k == 0:
+            if not_worse:
+                ok = not better(inc.score, c.score, gain)
+                return ok, "accepted (within noise)" if ok else f"{inc.id} ahead by eval.min_rel_gain={gain} or more"
             ok = better(c.score, inc.score, gain)
             return ok, "accepted" if ok else f"gain under eval.min_rel_gain={gain}"
         ch, ic = [c.score.value], [inc.score.value]
@@ -389,10 +400,19 @@ class Optimizer:
                     inc_failed.append(f"{res.status} {res.reason[:160]}")
                 if s.value is not None and s.kind == c.score.kind:
                     samples.append(s.value)
+        extra = {"incumbent_failed": inc_failed} if inc_failed else {}
+        if not_worse:
+            # the incumbent must not win beyond noise at any gain: a steady small loss (a dispatch
+            # overhead) separates the samples and rejects; overlapping samples are a tie
+            ok = not confirmed(ic, ch, 0.0)
+            verdict = (f"median {statistics.median(ch):.4g} vs {statistics.median(ic):.4g}: "
+                       + ("within noise" if ok else f"{inc.id} faster beyond noise"))
+            self.emit("confirm", candidate=c.id, incumbent=inc.id, challenger=ch, incumbent_samples=ic,
+                      verdict=verdict, rule="not_worse", **extra)
+            return ok, f"accepted within noise ({verdict})" if ok else f"not even ({verdict})"
         ok = confirmed(ch, ic, gain)
         verdict = (f"median {statistics.median(ch):.4g} vs {statistics.median(ic):.4g}: "
                    + ("beyond noise" if ok else "within noise"))
-        extra = {"incumbent_failed": inc_failed} if inc_failed else {}
         self.emit("confirm", candidate=c.id, incumbent=inc.id, challenger=ch, incumbent_samples=ic, verdict=verdict,
                   **extra)
         return ok, "accepted" if ok else f"not beyond noise ({verdict})"
