@@ -379,7 +379,8 @@ class Optimizer:
         if k == 0:
             if not_worse:
                 ok = not better(inc.score, c.score, gain)
-                return ok, "accepted (within noise)" if ok else f"{inc.id} ahead by eval.min_rel_gain={gain} or more"
+                return ok, ("accepted within noise (no re-measurement: eval.confirm_repeats=0)" if ok
+                           else f"{inc.id} ahead by eval.min_rel_gain={gain} or more")
             ok = better(c.score, inc.score, gain)
             return ok, "accepted" if ok else f"gain under eval.min_rel_gain={gain}"
         ch, ic = [c.score.value], [inc.score.value]
