@@ -10,7 +10,7 @@
 # run (`aka optimize resume=...`, this call's wall on top of the run's) where the last call's deadline cut it: a
 # gemm_bf16 round with its confirmation took 300 s of a 500 s budget on the H100 (2026-12-05), and
 # the closing dispatch round did not fit. Between calls, here:
-#   tar xzf <files_at>/opt.tgz -C /tmp/o && rm -rf .gpucache/opt-runs && cp -r /tmp/o/opt/runs .gpucache/opt-runs
+#   bash scripts/device_between.sh <files_at>   (opt.tgz's run stores into .gpucache/opt-runs)
 #
 #   env: AKA_DEADLINE_S (default 520), AKA_OPT_OPS (default "gemm_bf16 prefill_attention"),
 #        AKA_OPT_WALL (each run's wall in this call: budget.max_wall_s, on a resume the run's wall

@@ -4,7 +4,7 @@
 # else `aka kb best`'s), through the judge and runner. Resumable across device calls: the run
 # directory lives in the carried cache, so the next call measures only what is missing.
 # Everything lands in $OUT/suite.tgz. Then, here:
-#   tar xzf <files_at>/suite.tgz -C /tmp/s && rm -rf .gpucache/suite-run && cp -r /tmp/s/suite/run .gpucache/suite-run
+#   bash scripts/device_between.sh <files_at>   (suite.tgz's run into .gpucache/suite-run)
 #   (carry .gpucache into the next call to resume; when every op is in, commit /tmp/s/suite)
 #
 #   device: AKA_CACHE_DIR=$PWD/.gpucache OUT=$OUT bash scripts/gpu_suite.sh
