@@ -85,6 +85,14 @@ AGG_CHUNKS = 1
 # a card (title, summary, symptoms, techniques, ops from the front matter; 256 cards embedded) to
 # the query, fused like DOC_WEIGHT. At 0.5 it lowered dev recall@5 0.990 -> 0.951, dev5 0.915 ->
 # 0.865 and dev4 0.936 -> 0.924 (tuning 0.985 -> 0.992); at 1.0 every set fell. Not adopted.
+# Also tried (2026-12-05, seventh session): MiniLM reads 256 word pieces and 1424 of 1919 chunks are
+# longer once search_text puts title, summary and symptoms first (median head 117 pieces), so a "What you
+# see" bullet past the second is never embedded. (a) Every long chunk also embedded as <= 240-piece
+# windows under a short head (title. section), its embedding score the best window's (2,901 windows):
+# kernel dev recall@5 0.971 -> 0.946, dev 0.980 -> 0.961, dev6 0.817 -> 0.797. (b) Only "What you see"
+# bullets, one window each (464): dev top-1 0.882 -> 0.941 and dev6 0.817 -> 0.822, but kernel dev
+# top-1 0.500 -> 0.425, dev3 0.975 -> 0.950, dev4 0.917 -> 0.900. Neither adopted: the extra vectors
+# match as often by accident as by meaning.
 # A section's heading names what the section answers ("Accumulation dtype", "num_stages", "What you
 # see"), yet in BM25 it weighs as one line among a section's dozen. The lexical index counts the
 # heading HEAD_REPEAT more times (the embedded text is unchanged: no re-embedding). Chosen on the tuning,
