@@ -594,3 +594,45 @@ def test_offline_proposer_tries_a_kernel_with_a_one_shape_h200_result_first_wher
     assert (first["family"] == "kernels/gemm_bf16/dispatch") == (ratio > 1)
     if ratio > 1:
         assert "partial record" in first["why"]
+
+
+def test_a_gpu_run_measures_the_ceilings_once_when_the_cache_has_none(tmp_path, monkeypatch):
+    """aka.agent.cli.ensure_calibration: with no cached calibration for the GPU model it runs
+    `aka hw calibrate` (here a stand-in: no GPU in CI) under the GPU lock and records it; with one
+    cached it measures nothing; a failure is a notice and the run goes on."""
+    import torch
+    from rich.console import Console
+
+    from aka import hardware
+    from aka.agent.cli import ensure_calibration
+    from aka.agent.store import RunStore
+    monkeypatch.setenv("AKA_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *_a: "NVIDIA H200")
+    monkeypatch.setattr("aka.evaluate.gpulock.gpu_key", lambda device: "fake-gpu")
+    calls = []
+
+    def fake_calibrate(device="cuda", save=True, **_kw):
+        calls.append(device)
+        got = {"copy_tbps": 4.3, "bf16_tflops": 850.0, "warnings": []}
+        if save:
+            hardware.save_calibration("NVIDIA H200", got)
+        return got
+
+    monkeypatch.setattr(hardware, "calibrate", fake_calibrate)
+    store = RunStore.create(tmp_path / "runs", "cal")
+    console = Console(file=open(tmp_path / "out.txt", "w"))
+    got = ensure_calibration("cuda", console, store)
+    assert got["copy_tbps"] == 4.3 and calls == ["cuda"]
+    assert hardware.load_calibration("NVIDIA H200")["bf16_tflops"] == 850.0
+    assert (tmp_path / "cache" / "locks").is_dir()   # it took the GPU lock's files
+    ev = [e for e in store.events() if e["type"] in ("notice", "calibration")]
+    assert ev[0]["type"] == "notice" and "measuring them once" in ev[0]["message"] and ev[-1]["copy_tbps"] == 4.3
+    assert ensure_calibration("cuda", console, store)["copy_tbps"] == 4.3 and calls == ["cuda"]  # cached: no second
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *_a: "NVIDIA H100 80GB HBM3")
+
+    def broken(device="cuda", save=True, **_kw):
+        raise RuntimeError("CUDA error: out of memory")
+
+    monkeypatch.setattr(hardware, "calibrate", broken)
+    assert ensure_calibration("cuda", console, store) is None
+    assert "calibration failed: RuntimeError" in [e for e in store.events() if e["type"] == "notice"][-1]["message"]

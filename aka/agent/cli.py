@@ -199,6 +199,36 @@ def run_optimize(cfg, store, problem, task, console, *, resumed: bool = False, o
     return 0
 
 
+def ensure_calibration(device: str, console, store) -> dict | None:
+    """The cached measured ceilings of this GPU model, measured first when there are none (under the
+    GPU lock, exclusive: a calibration is a timing). Without them every record's
+    sol_fraction_measured, and the report's column of it, stays empty. A failure is a notice, not a
+    stop: the datasheet fractions stand."""
+    import torch
+
+    from aka import hardware
+    from aka.evaluate.gpulock import GpuLock, gpu_key
+    name = torch.cuda.get_device_name(torch.device(device))
+    have = hardware.load_calibration(name)
+    if have is not None:
+        return have
+    msg = (f"no measured ceilings for {name} in {hardware.calibration_path(name).parent}: measuring them once "
+           "(aka hw calibrate: copy bandwidth, matmul rates; about 30 s) for the report's fractions of the "
+           "measured ceiling (eval.calibrate=false skips it)")
+    console.print(f"[yellow]{msg}[/]")
+    store.event("notice", message=msg)
+    try:
+        with GpuLock(hardware.cache_dir() / "locks", gpu_key(device)).exclusive():
+            got = hardware.calibrate(device, save=True)
+    except Exception as e:  # noqa: BLE001 - the run goes on with datasheet fractions only
+        store.event("notice", message=f"calibration failed: {type(e).__name__}: {e}")
+        console.print(f"[yellow]calibration failed ({type(e).__name__}: {e}); datasheet fractions only[/]")
+        return None
+    store.event("calibration", gpu=name, copy_tbps=got.get("copy_tbps"), bf16_tflops=got.get("bf16_tflops"),
+                fp8_tflops=got.get("fp8_tflops"), warnings=got.get("warnings", []))
+    return got
+
+
 def execute(cfg, store, problem, task, console, *, resumed: bool = False, overrides: dict | None = None):
     """The loop and the report, without the closing lines: the Outcome (aka.agent.api calls this)."""
     import sys
@@ -222,6 +252,8 @@ def execute(cfg, store, problem, task, console, *, resumed: bool = False, overri
                     requested=[s.id for s in task.requested], weights=task.weights, model=cfg.model)
     if task.note:
         store.event("notice", message=task.note)
+    if device.startswith("cuda") and cfg.eval.calibrate:
+        ensure_calibration(device, console, store)
     proposer = build_proposer(cfg, problem, store, budget, console)
     retriever = None
     if proposer.name != "offline":

@@ -72,6 +72,9 @@ class EvalSettings:
     compile_report: bool = True           # offline sm_90a compile of every candidate (registers, spills, programs
                                           # per SM), in a confined process: the prompt's compiler evidence, no GPU needed
     peer: bool = True                     # GPU: the op's production peer checked and timed beside (×peer)
+    calibrate: bool = True                # GPU: measure the ceilings once per GPU model when the cache has none
+                                          # (`aka hw calibrate`, about 30 s), so every record carries the fraction
+                                          # of the measured ceiling beside the datasheet one
     confirm_repeats: int = 2              # GPU: fresh evaluations of challenger and incumbent before promotion
     min_rel_gain: float = 0.02            # GPU: the challenger's median objective must beat the incumbent's by this
     cpu_max_elems: int = 65536            # CPU: a shape whose int kwargs multiply past this is too big for the interpreter
