@@ -36,10 +36,11 @@ def test_a_malformed_peer_entry_is_a_clear_error():
         peer_of({"peer": "cuBLAS"})
 
 
-@pytest.mark.parametrize("op", ["gemm_bf16", "prefill_attention", "fused_moe", "softmax"])
+@pytest.mark.parametrize("op", ["gemm_bf16", "prefill_attention", "fused_moe", "softmax", "paged_decode_attention"])
 def test_cpu_peers_pass_the_candidates_check_against_the_reference(op):
-    """F.linear, SDPA per sequence, grouped_mm MoE (with EP's -1 ids in s2) and torch.softmax, on
-    every small shape: >= 3 draws, the outlier draw, inputs untouched."""
+    """F.linear, SDPA per sequence, grouped_mm MoE (with EP's -1 ids in s2), torch.softmax and
+    flex_attention over the paged pool (eager here; s2 has 8-token pages and no GQA), on every
+    small shape: >= 3 draws, the outlier draw, inputs untouched."""
     res = evaluate_baselines(op, shapes="small", config=EvalConfig(device="cpu", seed=5))
     assert res.env["peer"]["library"] == "torch" and res.env["peer"]["version"] == library_version("torch")
     for s in res.shapes:
@@ -151,3 +152,34 @@ def test_liger_peers_need_a_gpu_or_the_extra():
     from aka.peers import unavailable
     why = unavailable(peer_of(prob.meta), "cpu")
     assert why and ("GPU" in why or "not installed" in why)
+
+
+def test_flex_paged_peer_rebuilds_its_block_mask_when_the_tables_change():
+    """FlexPagedDecodePeer keeps one block mask per (block_tables, seq_lens) as long as neither
+    changes; an in-place edit of either (a new decode step) builds a new one, so a stale mask can
+    never answer for new tables."""
+    import importlib.util
+
+    import torch
+
+    from aka.peers.attention import FlexPagedDecodePeer
+    op = BENCH_OPS / "paged_decode_attention"
+    spec = importlib.util.spec_from_file_location("paged_inp", op / "input.py")
+    inp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(inp)
+    ref_spec = importlib.util.spec_from_file_location("paged_ref", op / "reference.py")
+    ref_mod = importlib.util.module_from_spec(ref_spec)
+    ref_spec.loader.exec_module(ref_mod)
+    torch.manual_seed(1)
+    d = inp._make_inputs(3, 40, 4, 2, 32, 16, device="cpu")
+    ref = ref_mod.Model(32 ** -0.5)
+    peer = FlexPagedDecodePeer(ref)
+    first = peer(**d)
+    bm = peer._mask[1]
+    assert torch.allclose(first.float(), ref(**d).float(), atol=2e-2)
+    peer(**d)
+    assert peer._mask[1] is bm                       # unchanged inputs: the same mask
+    d["seq_lens"][0] -= 5                            # the next step's lengths, in place
+    out = peer(**d)
+    assert peer._mask[1] is not bm
+    assert torch.allclose(out.float(), ref(**d).float(), atol=2e-2)

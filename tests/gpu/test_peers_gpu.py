@@ -20,7 +20,7 @@ def test_cublas_peer_is_timed_beside_a_candidate_by_the_shapes_method(record):
 
 
 def test_gpu_only_peers_are_checked_or_say_why(record):
-    for op in ("fp8_block_scaled_gemm", "fused_moe", "prefill_attention"):
+    for op in ("fp8_block_scaled_gemm", "fused_moe", "prefill_attention", "paged_decode_attention"):
         res = evaluate_baselines(op, shapes="small", config=EvalConfig(device="cuda", seed=4, baselines=False))
         record("peer_baselines", op=op, status=res.status, peer=res.env.get("peer"),
                shapes=[{"id": s.id, "peer_status": s.peer_status, "reason": s.peer_reason[:200], "peer_us": s.peer_us}
@@ -32,3 +32,15 @@ def test_gpu_only_peers_are_checked_or_say_why(record):
             assert (s.peer_us is not None) == (s.peer_status == "pass"), (op, s.id)
             if s.peer_status == "error":
                 assert s.peer_reason
+
+
+def test_flex_paged_peer_on_a_bench_shape(record):
+    """The paged decode peer (compiled flex_attention over the pool with a page-granular block
+    mask) on a large bench shape: checked against the reference and timed. Written 2026-12-05 on a
+    CPU; its first GPU run says whether compiled flex decoding takes 16-token KV blocks."""
+    res = evaluate_baselines("paged_decode_attention", shapes="0,2", config=EvalConfig(device="cuda", seed=4))
+    record("peer_flex_paged", status=res.status, peer=res.env.get("peer"),
+           shapes=[{"id": s.id, "peer_status": s.peer_status, "reason": s.peer_reason[:300], "peer_us": s.peer_us,
+                    "compile_us": s.compile_us, "eager_us": s.eager_us} for s in res.shapes])
+    for s in res.shapes:
+        assert s.peer_status == "pass" and s.peer_us and s.peer_us > 0, (s.id, s.peer_status, s.peer_reason)
