@@ -36,10 +36,12 @@ def test_a_malformed_peer_entry_is_a_clear_error():
         peer_of({"peer": "cuBLAS"})
 
 
-@pytest.mark.parametrize("op", ["gemm_bf16", "prefill_attention", "fused_moe", "softmax", "paged_decode_attention"])
+@pytest.mark.parametrize("op", ["gemm_bf16", "prefill_attention", "fused_moe", "softmax", "paged_decode_attention",
+                                "softcap_window_decode_attention"])
 def test_cpu_peers_pass_the_candidates_check_against_the_reference(op):
     """F.linear, SDPA per sequence, grouped_mm MoE (with EP's -1 ids in s2), torch.softmax and
-    flex_attention over the paged pool (eager here; s2 has 8-token pages and no GQA), on every
+    flex_attention over the paged pool (eager here; s2 has 8-token pages and no GQA; with soft-cap
+    and window for the Gemma op), on every
     small shape: >= 3 draws, the outlier draw, inputs untouched."""
     res = evaluate_baselines(op, shapes="small", config=EvalConfig(device="cpu", seed=5))
     assert res.env["peer"]["library"] == "torch" and res.env["peer"]["version"] == library_version("torch")
@@ -183,3 +185,40 @@ def test_flex_paged_peer_rebuilds_its_block_mask_when_the_tables_change():
     out = peer(**d)
     assert peer._mask[1] is not bm
     assert torch.allclose(out.float(), ref(**d).float(), atol=2e-2)
+
+
+@pytest.mark.parametrize("window", [None, 20, 9])
+def test_flex_paged_block_lists_cover_exactly_what_the_query_sees(window):
+    """The block-sparse lists the compiled kernel walks (a CPU's eager flex applies the mask_mod
+    densely, so the correctness check above does not exercise them): per sequence the full
+    blocks are the pages whose every position the query sees, the partial ones those it sees in
+    part, and nothing else is listed; checked position by position against the definition."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from aka.peers.attention import FlexPagedDecodePeer
+    torch.manual_seed(3)
+    page, batch, max_blocks, spare = 4, 5, 8, 3
+    seq = torch.tensor([1, 4, 13, 32, 7], dtype=torch.int32)
+    used = (seq.long() + page - 1) // page
+    perm = torch.randperm(int(used.sum()) + spare).to(torch.int32)
+    tables = torch.zeros(batch, max_blocks, dtype=torch.int32)
+    start = 0
+    for b, u in enumerate(used.tolist()):
+        tables[b, :u] = perm[start:start + u]
+        start += u
+    nb = int(used.sum()) + spare
+    peer = FlexPagedDecodePeer(SimpleNamespace(scale=1.0, softcap=0.0, window=window))
+    bm = peer._block_mask(tables, seq, nb, page)
+    for b in range(batch):
+        L = int(seq[b])
+        lo = max(0, L - window) if window is not None else 0
+        seen = {int(tables[b, p // page]) for p in range(lo, L)}
+        whole = {int(tables[b, j]) for j in range(max_blocks)
+                 if j * page >= lo and (j + 1) * page <= L}
+        n_full, n_part = int(bm.full_kv_num_blocks[b, 0, 0]), int(bm.kv_num_blocks[b, 0, 0])
+        full = bm.full_kv_indices[b, 0, 0, :n_full].tolist()
+        part = bm.kv_indices[b, 0, 0, :n_part].tolist()
+        assert set(full) == whole and len(full) == len(whole), (b, full, whole)
+        assert set(part) == seen - whole and len(part) == len(seen - whole), (b, part, seen - whole)

@@ -45,11 +45,13 @@ def _flex():
 class FlexPagedDecodePeer(nn.Module):
     """Paged decode through PyTorch's flex_attention, the torch-native way to read a vLLM-layout
     cache in place: the cache [num_blocks, block_size, Hkv, D] is one key/value pool of
-    num_blocks * block_size positions (batch 1, broadcast over the sequences), and a block mask
-    with the KV block size set to the page size lists each sequence's pages from its block table:
-    full pages as full blocks (no mask), the last partial page through a mask_mod that keeps
-    positions below the sequence's length. The query is one token per sequence, GQA via
-    enable_gqa.
+    num_blocks * block_size positions (broadcast over the sequences, nothing copied), and a block
+    mask with the KV block size set to the page size lists each sequence's pages from its block
+    table: pages wholly inside what the query sees as full blocks (no mask), the partial ones (the
+    last page; with a sliding window also the first) through a mask_mod on the token's place in its
+    sequence. The query is one token per sequence, GQA via enable_gqa. A reference with `softcap`
+    > 0 gets it as a score_mod (softcap * tanh(score / softcap) on the scaled score) and one with
+    `window` sees only its last `window` tokens (Gemma-2's sliding layers).
 
     The block mask is built once per (block_tables, seq_lens) pair and reused while neither
     tensor changes (same storage, same version counter), as a serving engine builds it once per
@@ -58,6 +60,9 @@ class FlexPagedDecodePeer(nn.Module):
     def __init__(self, ref):
         super().__init__()
         self.scale = float(ref.scale)
+        self.softcap = float(getattr(ref, "softcap", 0.0) or 0.0)
+        window = getattr(ref, "window", None)
+        self.window = int(window) if window is not None else None
         self._mask = None   # (key, BlockMask)
 
     @staticmethod
@@ -76,30 +81,40 @@ class FlexPagedDecodePeer(nn.Module):
             return self._mask[1]
         dev, (batch, max_blocks) = block_tables.device, block_tables.shape
         seq = seq_lens.long()
-        n_full = seq // page                                        # pages every position of which is valid
-        has_tail = (seq % page != 0).to(torch.int32)                # a last, partial page
+        lo = (seq - self.window).clamp(min=0) if self.window is not None else torch.zeros_like(seq)
         j = torch.arange(max_blocks, device=dev)
         tables = block_tables.long()
-        # physical page -> its owner and its place in the owner's sequence (spare pages: owner -1);
-        # table entries past a sequence's pages go to a dump slot num_blocks, never read
-        used = j[None, :] < (n_full + has_tail)[:, None]
-        slot = torch.where(used, tables, torch.full_like(tables, num_blocks)).flatten()
+        # per sequence and logical page: seen at all, seen whole
+        seen = (j[None, :] >= (lo // page)[:, None]) & (j[None, :] * page < seq[:, None])
+        whole = (j[None, :] * page >= lo[:, None]) & ((j[None, :] + 1) * page <= seq[:, None])
+        part = seen & ~whole
+        # physical page -> its owner and its logical page; table padding (0, a real page of some
+        # other sequence) goes to a dump slot num_blocks that no mask reads
+        owned = j[None, :] < ((seq + page - 1) // page)[:, None]
+        slot = torch.where(owned, tables, torch.full_like(tables, num_blocks)).flatten()
         owner = torch.full((num_blocks + 1,), -1, dtype=torch.long, device=dev).scatter_(
             0, slot, torch.arange(batch, device=dev).repeat_interleave(max_blocks))
         logical = torch.zeros(num_blocks + 1, dtype=torch.long, device=dev).scatter_(
             0, slot, j.repeat(batch))
-        full_idx = torch.zeros(batch, 1, 1, num_blocks, dtype=torch.int32, device=dev)
-        full_idx[..., :max_blocks] = block_tables.view(batch, 1, 1, max_blocks)
-        tail_idx = torch.zeros(batch, 1, 1, num_blocks, dtype=torch.int32, device=dev)
-        tail_idx[..., 0] = tables.gather(1, n_full.clamp(max=max_blocks - 1)[:, None]).view(batch, 1, 1).int()
+
+        def listed(sel):  # the selected pages of each sequence first, in logical order, as [B, 1, 1, num_blocks]
+            order = torch.argsort(torch.where(sel, j[None, :], j[None, :] + max_blocks), dim=1, stable=True)
+            idx = torch.zeros(batch, 1, 1, num_blocks, dtype=torch.int32, device=dev)
+            idx[..., :max_blocks] = tables.gather(1, order).view(batch, 1, 1, max_blocks).int()
+            return sel.sum(1).to(torch.int32).view(batch, 1, 1), idx
+
+        window = self.window
 
         def mask_mod(b, h, q_idx, kv_idx):
             p = kv_idx // page
-            return (owner[p] == b) & (logical[p] * page + kv_idx % page < seq[b])
+            pos = logical[p] * page + kv_idx % page
+            ok = (owner[p] == b) & (pos < seq[b])
+            return ok & (pos >= seq[b] - window) if window is not None else ok
 
-        bm = BlockMask.from_kv_blocks(has_tail.view(batch, 1, 1), tail_idx,
-                                      n_full.to(torch.int32).view(batch, 1, 1), full_idx,
-                                      BLOCK_SIZE=(1, page), mask_mod=mask_mod, seq_lengths=(1, num_blocks * page))
+        n_part, part_idx = listed(part)
+        n_whole, whole_idx = listed(whole)
+        bm = BlockMask.from_kv_blocks(n_part, part_idx, n_whole, whole_idx, BLOCK_SIZE=(1, page),
+                                      mask_mod=mask_mod, seq_lengths=(1, num_blocks * page))
         self._mask = (key, bm)
         return bm
 
@@ -110,6 +125,11 @@ class FlexPagedDecodePeer(nn.Module):
         k = key_cache.view(1, num_blocks * page, num_kv_heads, head_dim).transpose(1, 2).expand(batch, -1, -1, -1)
         v = value_cache.view(1, num_blocks * page, num_kv_heads, head_dim).transpose(1, 2).expand(batch, -1, -1, -1)
         bm = self._block_mask(block_tables, seq_lens, num_blocks, page)
-        out = _flex()(q.unsqueeze(2), k, v, block_mask=bm, scale=self.scale,
+        cap = self.softcap
+        score_mod = None
+        if cap > 0:
+            def score_mod(score, b, h, q_idx, kv_idx):
+                return cap * torch.tanh(score / cap)
+        out = _flex()(q.unsqueeze(2), k, v, score_mod=score_mod, block_mask=bm, scale=self.scale,
                       enable_gqa=q.shape[1] != num_kv_heads)
         return out.squeeze(2)
