@@ -37,11 +37,11 @@ def test_a_malformed_peer_entry_is_a_clear_error():
 
 
 @pytest.mark.parametrize("op", ["gemm_bf16", "prefill_attention", "fused_moe", "softmax", "paged_decode_attention",
-                                "softcap_window_decode_attention"])
+                                "softcap_window_decode_attention", "mla_decode_attention"])
 def test_cpu_peers_pass_the_candidates_check_against_the_reference(op):
     """F.linear, SDPA per sequence, grouped_mm MoE (with EP's -1 ids in s2), torch.softmax and
     flex_attention over the paged pool (eager here; s2 has 8-token pages and no GQA; with soft-cap
-    and window for the Gemma op), on every
+    and window for the Gemma op; one 576-wide key head shared by every query head for MLA), on every
     small shape: >= 3 draws, the outlier draw, inputs untouched."""
     res = evaluate_baselines(op, shapes="small", config=EvalConfig(device="cpu", seed=5))
     assert res.env["peer"]["library"] == "torch" and res.env["peer"]["version"] == library_version("torch")

@@ -133,3 +133,19 @@ class FlexPagedDecodePeer(nn.Module):
         out = _flex()(q.unsqueeze(2), k, v, score_mod=score_mod, block_mask=bm, scale=self.scale,
                       enable_gqa=q.shape[1] != num_kv_heads)
         return out.squeeze(2)
+
+
+class FlexMLADecodePeer(FlexPagedDecodePeer):
+    """MLA decode (absorbed form) through the same flex_attention over the paged pool: one key
+    head of width 576 (the latent c and the RoPE key k_pe, read in place), the value the latent's
+    first 512 columns of the same pool (a view), all H query heads sharing it through enable_gqa;
+    the query is [q_nope | q_pe] (one small copy per call)."""
+
+    def forward(self, q_nope, q_pe, kv_c_and_k_pe, block_tables, seq_lens):
+        num_blocks, page, width = kv_c_and_k_pe.shape
+        batch, rank = q_nope.shape[0], q_nope.shape[-1]
+        pool = kv_c_and_k_pe.view(1, 1, num_blocks * page, width).expand(batch, -1, -1, -1)
+        q = torch.cat([q_nope, q_pe], dim=-1).unsqueeze(2)                    # [B, H, 1, 576]
+        bm = self._block_mask(block_tables, seq_lens, num_blocks, page)
+        out = _flex()(q, pool, pool[..., :rank], block_mask=bm, scale=self.scale, enable_gqa=True)
+        return out.squeeze(2)

@@ -1,6 +1,8 @@
 """Peers on the GPU: checked, then timed by the shape's method in the same rounds as the candidate
 (peer_us, speedup_peer), and a peer that only a GPU runs (blockwise fp8 scaled_mm) either passes the
 check or says why not."""
+import pytest
+
 from aka.evaluate.api import EvalConfig, evaluate, evaluate_baselines
 from aka.problem import REPO_ROOT
 
@@ -21,7 +23,7 @@ def test_cublas_peer_is_timed_beside_a_candidate_by_the_shapes_method(record):
 
 def test_gpu_only_peers_are_checked_or_say_why(record):
     for op in ("fp8_block_scaled_gemm", "fused_moe", "prefill_attention", "paged_decode_attention",
-               "softcap_window_decode_attention"):
+               "softcap_window_decode_attention", "mla_decode_attention"):
         res = evaluate_baselines(op, shapes="small", config=EvalConfig(device="cuda", seed=4, baselines=False))
         record("peer_baselines", op=op, status=res.status, peer=res.env.get("peer"),
                shapes=[{"id": s.id, "peer_status": s.peer_status, "reason": s.peer_reason[:200], "peer_us": s.peer_us}
@@ -35,12 +37,13 @@ def test_gpu_only_peers_are_checked_or_say_why(record):
                 assert s.peer_reason
 
 
-def test_flex_paged_peer_on_a_bench_shape(record):
+@pytest.mark.parametrize("op, shapes", [("paged_decode_attention", "0,2"), ("mla_decode_attention", "0,5")])
+def test_flex_paged_peer_on_a_bench_shape(record, op, shapes):
     """The paged decode peer (compiled flex_attention over the pool with a page-granular block
     mask) on a large bench shape: checked against the reference and timed. Written 2026-12-05 on a
     CPU; its first GPU run says whether compiled flex decoding takes 16-token KV blocks."""
-    res = evaluate_baselines("paged_decode_attention", shapes="0,2", config=EvalConfig(device="cuda", seed=4))
-    record("peer_flex_paged", status=res.status, peer=res.env.get("peer"),
+    res = evaluate_baselines(op, shapes=shapes, config=EvalConfig(device="cuda", seed=4))
+    record("peer_flex_paged", op=op, status=res.status, peer=res.env.get("peer"),
            shapes=[{"id": s.id, "peer_status": s.peer_status, "reason": s.peer_reason[:300], "peer_us": s.peer_us,
                     "compile_us": s.compile_us, "eager_us": s.eager_us} for s in res.shapes])
     for s in res.shapes:
