@@ -38,6 +38,13 @@ def _flex():
     eager form elsewhere (a math path: small CPU shapes only, as the tests run it)."""
     from torch.nn.attention.flex_attention import flex_attention
     if torch.cuda.is_available() and "f" not in _FLEX_COMPILED:
+        # one compile per shape (static): a benchmark op has up to 16 shapes, past dynamo's default
+        # of 8 recompiles per code object, after which it would silently run flex eagerly (a dense
+        # mask over the whole pool)
+        import torch._dynamo.config as dyn
+        for name in ("recompile_limit", "cache_size_limit"):
+            if hasattr(dyn, name):
+                setattr(dyn, name, max(getattr(dyn, name), 64))
         _FLEX_COMPILED["f"] = torch.compile(flex_attention, dynamic=False)
     return _FLEX_COMPILED.get("f", flex_attention)
 
