@@ -351,22 +351,22 @@ def test_offline_search_with_dispatch_tries_every_family_then_each_shapes_fastes
     assert named[0] not in small_m and named[1] in small_m
 
 
-def test_gpu_path_of_the_loop_ends_with_the_dispatcher_as_incumbent(tmp_path):
-    """The loop's timed branch (envelope progress, the closing round, confirmation, report) with the
-    harness's evaluation replaced by fixed GPU-like times: wiring only; the harness itself is run
-    on the generated file in the tests above."""
+def _two_variant_run(tmp_path, run_id, times, *, dispatcher_factor=1.0, ci=0.01, within_noise=True):
+    """The loop's timed branch with the harness's evaluation replaced by fixed GPU-like times:
+    round 1 proposes FAST_SMALL and FAST_LARGE (times[source]: shape -> us), the dispatcher runs
+    each shape at its variant's time x dispatcher_factor; every time has a +-ci CI. Returns
+    (optimizer, outcome, store, problem, task, cfg)."""
     from aka.agent.base import Proposal, ProposerExhausted
     from aka.agent.config import OptimizeConfig
     from aka.agent.loop import Optimizer
     from aka.agent.objective import score
-    from aka.agent.report import write_report
     from aka.agent.shapes import task_shapes
     from aka.agent.store import RunStore
     prob = load_problem(VEC_ADD)
     task = task_shapes(prob, "all", "cuda", 65536)
     cfg = OptimizeConfig(op=str(VEC_ADD), runs_dir=str(tmp_path), n=2)
     cfg.budget.iterations = 5
-    times = {FAST_SMALL: {"0": 2.0, "1": 3.0, "2": 60.0}, FAST_LARGE: {"0": 12.0, "1": 18.0, "2": 10.0}}
+    cfg.dispatch.accept_within_noise = within_noise
 
     class Two:
         name = "two"
@@ -381,19 +381,27 @@ def test_gpu_path_of_the_loop_ends_with_the_dispatcher_as_incumbent(tmp_path):
 
     def fake_eval(c, remeasure=False):
         if c.kind == "dispatch":
-            table = c.meta["dispatch"]["table"]
             by = {"c0001": times[FAST_SMALL], "c0002": times[FAST_LARGE]}
-            t = {s: by[table[s]][s] * 1.01 for s in task.ids}
+            t = {s: by[c.meta["dispatch"]["table"][s]][s] * dispatcher_factor for s in task.ids}
         else:
             t = times[c.source]
-        res = EvalResult("pass", shapes=[ShapeResult(id=s, correct=True, time_us=v, time_ci_us=[v * 0.99, v * 1.01],
+        res = EvalResult("pass", shapes=[ShapeResult(id=s, correct=True, time_us=v, time_ci_us=[v * (1 - ci), v * (1 + ci)],
                                                      sol_us=1.0, sol_fraction=1.0 / v) for s, v in t.items()])
         return res, score(res, task.weights, "cuda")
 
-    store = RunStore.create(tmp_path, "gpu-path")
+    store = RunStore.create(tmp_path, run_id)
     opt = Optimizer(cfg, prob, task, Two(), store)
     opt._eval = fake_eval
-    out = opt.run()
+    return opt, opt.run(), store, prob, task, cfg
+
+
+def test_gpu_path_of_the_loop_ends_with_the_dispatcher_as_incumbent(tmp_path):
+    """The loop's timed branch (envelope progress, the closing round, confirmation, report) with the
+    harness's evaluation replaced by fixed GPU-like times: wiring only; the harness itself is run
+    on the generated file in the tests above."""
+    from aka.agent.report import write_report
+    times = {FAST_SMALL: {"0": 2.0, "1": 3.0, "2": 60.0}, FAST_LARGE: {"0": 12.0, "1": 18.0, "2": 10.0}}
+    opt, out, store, prob, task, cfg = _two_variant_run(tmp_path, "gpu-path", times, dispatcher_factor=1.01)
     kinds = [e["type"] for e in store.events()]
     assert "envelope" in kinds  # c0002 loses the weighted whole but wins shape 2
     d = opt.state.history[-1]
@@ -411,45 +419,9 @@ def test_a_dispatcher_that_ties_the_incumbent_is_returned_when_ties_are_accepted
     candidate. With dispatch.accept_within_noise (the default) the tie is promoted after the
     interleaved re-measurement, and the run returns a kernel that is the fastest variant on every
     shape; without it the run keeps its first candidate. Loop wiring only, fixed GPU-like times."""
-    from aka.agent.base import Proposal, ProposerExhausted
-    from aka.agent.config import OptimizeConfig
-    from aka.agent.loop import Optimizer
-    from aka.agent.objective import score
-    from aka.agent.shapes import task_shapes
-    from aka.agent.store import RunStore
-    prob = load_problem(VEC_ADD)
-    task = task_shapes(prob, "all", "cuda", 65536)
-    cfg = OptimizeConfig(op=str(VEC_ADD), runs_dir=str(tmp_path), n=2)
-    cfg.budget.iterations = 5
-    cfg.dispatch.accept_within_noise = within_noise
     # c0002 is 2% faster on shape 2 only: about 0.7% on the geomean, under min_rel_gain (2%)
     times = {FAST_SMALL: {"0": 2.0, "1": 3.0, "2": 10.2}, FAST_LARGE: {"0": 2.2, "1": 3.3, "2": 10.0}}
-
-    class Two:
-        name = "two"
-
-        def propose(self, ctx, n):
-            if ctx.round > 1:
-                raise ProposerExhausted("two variants only")
-            return [Proposal(FAST_SMALL, "whole"), Proposal(FAST_LARGE, "whole")]
-
-        def on_dropout(self, d):
-            pass
-
-    def fake_eval(c, remeasure=False):
-        if c.kind == "dispatch":
-            by = {"c0001": times[FAST_SMALL], "c0002": times[FAST_LARGE]}
-            t = {s: by[c.meta["dispatch"]["table"][s]][s] for s in task.ids}
-        else:
-            t = times[c.source]
-        res = EvalResult("pass", shapes=[ShapeResult(id=s, correct=True, time_us=v, time_ci_us=[v * 0.998, v * 1.002],
-                                                     sol_us=1.0, sol_fraction=1.0 / v) for s, v in t.items()])
-        return res, score(res, task.weights, "cuda")
-
-    store = RunStore.create(tmp_path, f"tie-{within_noise}")
-    opt = Optimizer(cfg, prob, task, Two(), store)
-    opt._eval = fake_eval
-    out = opt.run()
+    opt, out, store, *_ = _two_variant_run(tmp_path, f"tie-{within_noise}", times, ci=0.002, within_noise=within_noise)
     c1, c2, d = opt.state.history[0], opt.state.history[1], opt.state.history[-1]
     assert c2.meta.get("envelope") == ["2"] and not c2.accepted
     assert d.kind == "dispatch" and d.meta["dispatch"]["table"] == {"0": "c0001", "1": "c0001", "2": "c0002"}
