@@ -177,14 +177,19 @@ def test_flex_paged_peer_rebuilds_its_block_mask_when_the_tables_change():
     ref = ref_mod.Model(32 ** -0.5)
     peer = FlexPagedDecodePeer(ref)
     first = peer(**d)
-    bm = peer._mask[1]
+    bm = peer._masks[-1][-1]
     assert torch.allclose(first.float(), ref(**d).float(), atol=2e-2)
     peer(**d)
-    assert peer._mask[1] is bm                       # unchanged inputs: the same mask
-    d["seq_lens"][0] -= 5                            # the next step's lengths, in place
+    assert peer._masks[-1][-1] is bm and len(peer._masks) == 1     # unchanged inputs: the same mask
+    d["seq_lens"][0] -= 5                                           # the next step's lengths, in place
     out = peer(**d)
-    assert peer._mask[1] is not bm
+    assert peer._masks[-1][-1] is not bm
     assert torch.allclose(out.float(), ref(**d).float(), atol=2e-2)
+    # equal values in new tensors (a fresh input set, perhaps at a freed set's address) are a
+    # new pair: identity, not address, is the key
+    d2 = {k: v.clone() for k, v in d.items()}
+    peer(**d2)
+    assert peer._masks[-1][0] is d2["block_tables"] and len(peer._masks) == 3
 
 
 @pytest.mark.parametrize("window", [None, 20, 9])

