@@ -31,6 +31,11 @@ class SDPAVarlenPeer(nn.Module):
 
 
 _FLEX_COMPILED = {}
+# The block mask's query block: one query token per sequence fits in one block, but the compiled
+# flex-decoding kernel skips every configuration whose BLOCK_M (the next power of two of query
+# tokens x GQA group, at least 16) does not divide it (torch/_inductor/kernel/flex/flex_decoding.py,
+# torch 2.11-2.13): a query block of 1 would leave it none. 128 covers groups up to 128 (MLA's).
+Q_BLOCK = 128
 
 
 def _flex():
@@ -47,6 +52,15 @@ def _flex():
                 setattr(dyn, name, max(getattr(dyn, name), 64))
         _FLEX_COMPILED["f"] = torch.compile(flex_attention, dynamic=False)
     return _FLEX_COMPILED.get("f", flex_attention)
+
+
+def _options(group: int, page: int) -> dict | None:
+    """flex's kernel options for a GQA group: None (its decoding kernel) for a power of two; the
+    main kernel otherwise, which the decoding kernel refuses (Llama-3.1-70B at TP2: 28 query heads
+    on 4 KV heads), with blocks the page-sized KV blocks divide."""
+    if group & (group - 1) == 0:
+        return None
+    return {"FORCE_USE_FLEX_ATTENTION": True, "BLOCK_M": 16, "BLOCK_N": min(page, 64)}
 
 
 class FlexPagedDecodePeer(nn.Module):
@@ -126,7 +140,7 @@ class FlexPagedDecodePeer(nn.Module):
 
         n_part, part_idx = listed(part)
         n_whole, whole_idx = listed(whole)
-        bm = BlockMask.from_kv_blocks(n_part, part_idx, n_whole, whole_idx, BLOCK_SIZE=(1, page),
+        bm = BlockMask.from_kv_blocks(n_part, part_idx, n_whole, whole_idx, BLOCK_SIZE=(Q_BLOCK, page),
                                       mask_mod=mask_mod, seq_lengths=(1, num_blocks * page))
         self._masks = self._masks[-(self.MASKS - 1):] + [
             (block_tables, block_tables._version, seq_lens, seq_lens._version, num_blocks, page, bm)]
@@ -145,7 +159,7 @@ class FlexPagedDecodePeer(nn.Module):
             def score_mod(score, b, h, q_idx, kv_idx):
                 return cap * torch.tanh(score / cap)
         out = _flex()(q.unsqueeze(2), k, v, score_mod=score_mod, block_mask=bm, scale=self.scale,
-                      enable_gqa=q.shape[1] != num_kv_heads)
+                      enable_gqa=q.shape[1] != num_kv_heads, kernel_options=_options(q.shape[1] // num_kv_heads, page))
         return out.squeeze(2)
 
 
@@ -161,5 +175,6 @@ class FlexMLADecodePeer(FlexPagedDecodePeer):
         pool = kv_c_and_k_pe.view(1, 1, num_blocks * page, width).expand(batch, -1, -1, -1)
         q = torch.cat([q_nope, q_pe], dim=-1).unsqueeze(2)                    # [B, H, 1, 576]
         bm = self._block_mask(block_tables, seq_lens, num_blocks, page)
-        out = _flex()(q, pool, pool[..., :rank], block_mask=bm, scale=self.scale, enable_gqa=True)
+        out = _flex()(q, pool, pool[..., :rank], block_mask=bm, scale=self.scale, enable_gqa=True,
+                      kernel_options=_options(q.shape[1], page))
         return out.squeeze(2)
