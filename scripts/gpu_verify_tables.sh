@@ -62,8 +62,8 @@ declare -A PART=(
   [moe_b]="fused_moe grouped_dispatch peer 4,5,6,7"
   [moe_c]="fused_moe grouped_dispatch peer 8,9,10,11"
   [moe_d]="fused_moe grouped_dispatch peer 12,13,14,15"
-  [paged]="paged_decode_attention split_dispatch - all"
-  [mla]="mla_decode_attention split_dispatch - all"
+  [paged]="paged_decode_attention split_dispatch peer all"
+  [mla]="mla_decode_attention split_dispatch peer all"
   [prefill]="prefill_attention flash_dispatch peer 0,1,2,3,5,6,7,8,9,10,11,12,13,14"
   # memory-bound ops: the row-op tuner's picks (2026-12-04) on the large shapes scripts/peer_plan.py lists
   [add_rms]="fused_add_rms_norm row_tile peer 7,8,9,10,11,12,13,14"
