@@ -85,7 +85,7 @@ MID_ROWS32 = [tile(32, 128, 128, 4, 4, 1), tile(32, 128, 128, 4, 4, 1, split=2),
               tile(32, 128, 64, 4, 6, 1), tile(32, 64, 128, 4, 6, 1, split=2), tile(32, 256, 128, 8, 3, 1)]
 
 
-# Added 2026-12-05 (sixth session), untimed: the mid-M shapes still under 0.9x cuBLAS (H100: M 256,
+# Added 2026-12-05 (sixth session): the mid-M shapes still under 0.9x cuBLAS (H100: M 256,
 # N 2560, K 8192 at 0.69x; H200: M 96, N 8192, K 7392 at 0.79x) ran 128x128 tiles, whose operand
 # loads are (128 + 128) x 64 x 2 B = 32 KB per 2 MFLOP: 64 FLOP/B of L2-to-SM traffic, so a few TB/s
 # of L2 bandwidth caps them near a third of the MMA peak (H100 at M 256: 34 us = 314 TFLOP/s; the
@@ -94,6 +94,10 @@ MID_ROWS32 = [tile(32, 128, 128, 4, 4, 1), tile(32, 128, 128, 4, 4, 1, split=2),
 # 64 programs on 132 SMs. These splits fill one wave (M 256 N 2560: 20 tiles x 6 = 120 programs;
 # M 96 N 8192: 32 x 4 = 128; M 128 N 4096: 16 x 8 = 128), at 12-17 MB of fp32 partials that stay
 # in the 50-60 MB L2 for the fixup. All compile offline for sm_90a (scripts/check_gemm_grid.py).
+# Timed since (H100, the optimize re-tune of results/h100/device-2026-12-05c, retune/r002-dispatch/tune):
+# slower than 128x128, not faster. At M 256 N 2560 K 8192 they ran 51.9-77.8 us against 34.6 us for
+# 128x128x64 split 2, and more splits ran slower still (256x128 split 6: 65.7 us). Kept in the grid
+# until the H200 has timed them; why they are slow is not known (ncu first: scripts/probe_gemm_peer.py).
 MID_BIG = [tile(256, 128, 64, 8, 3, 1, split=6), tile(128, 256, 64, 8, 3, 1, split=4),
            tile(256, 128, 64, 8, 3, 1, split=4), tile(128, 256, 64, 8, 3, 1, split=8),
            tile(256, 128, 64, 8, 3, 1, split=3), tile(128, 256, 64, 8, 3, 1, split=3)]

@@ -45,7 +45,7 @@ def attach_roofline(res: EvalResult, prob: Problem, selected) -> None:
         if shape is None:
             continue
         try:
-            cost = resolve_cost(prob.meta, shape, sr.bytes, sr.flops, getattr(sr, "cost_vars", None))
+            cost = resolve_cost(prob.meta, shape, sr.bytes, sr.flops, sr.cost_vars)
         except ValueError as e:
             res.notes.append(f"shape {sr.id}: cost model error: {e}")
             continue
