@@ -506,6 +506,48 @@ def test_offline_proposer_starts_from_the_best_kernel_the_knowledge_base_measure
     assert first("cpu", len(rec)) == sorted(rec)  # file order
 
 
+def test_offline_proposer_ranks_records_of_the_gpu_in_hand_before_other_models(tmp_path):
+    """Datasheet fractions of two GPU models are not one scale: the families measured on the GPU in
+    hand come first (by those records), the ones measured only on another model after them (by theirs),
+    the unmeasured last. gelu_and_mul's committed records in a copy, each relabelled: the best one
+    'GPU B', the others 'GPU A'."""
+    import json
+    import shutil
+    from types import SimpleNamespace
+
+    from aka.agent.offline import recorded_objective, recorded_sol
+    problem = load_problem("gelu_and_mul")
+    kb = tmp_path / "knowledge_base" / "kernels"
+    res = tmp_path / "results" / "kb" / "kernels" / "gelu_and_mul"
+    shutil.copytree(REPO_ROOT / "knowledge_base" / "kernels" / "gelu_and_mul", kb / "gelu_and_mul")
+    shutil.copytree(REPO_ROOT / "results" / "kb" / "kernels" / "gelu_and_mul", res)
+    task = task_shapes(problem, "all", "cuda", 65536)
+    paths = sorted((kb / "gelu_and_mul").glob("*.py"))
+    obj = {p.stem: recorded_objective(p, "gelu_and_mul", "cuda", task.ids, task.weights) for p in paths}
+    measured = sorted((k for k, v in obj.items() if v is not None), key=lambda k: -obj[k])
+    assert len(measured) >= 3, obj
+    best = measured[0]
+    for p in paths:
+        f = res / f"{p.stem}.results.json"
+        if f.exists():
+            rec = json.loads(f.read_text())
+            if "cuda" in rec["devices"]:
+                rec["devices"]["cuda"]["gpu"] = "GPU B" if p.stem == best else "GPU A"
+                f.write_text(json.dumps(rec))
+    assert recorded_sol(kb / "gelu_and_mul" / f"{best}.py", "gelu_and_mul", "cuda", gpu="GPU A") is None
+    assert recorded_sol(kb / "gelu_and_mul" / f"{best}.py", "gelu_and_mul", "cuda", gpu="GPU B")
+
+    def order(gpu):
+        ctx = SimpleNamespace(problem=problem, task=task, device="cuda", history=[], parent=None)
+        props = OfflineProposer(problem, kb, gpu=gpu).propose(ctx, len(paths))
+        return [p.meta["offline"]["family"].rsplit("/", 1)[1] for p in props]
+    unmeasured = sorted(k for k in obj if obj[k] is None)
+    assert order("GPU B")[:len(measured)] == measured            # best is B's only record: first anyway
+    assert order("GPU A")[:len(measured)] == measured[1:] + [best]  # A's records first, B's after them
+    assert order("GPU A")[len(measured):] == unmeasured
+    assert order("GPU C")[:len(measured)] == measured            # no record of C: every other model's, by objective
+
+
 def test_no_round_starts_that_would_end_past_the_wall_budget():
     """Optimizer.check_limits forecasts the next round as the longest of the last three."""
     from types import SimpleNamespace

@@ -216,14 +216,17 @@ def shape_guidance(shape, task) -> tuple[str, str]:
     return "large-mem", f"shape {shape.id} large and memory-bound (sol {shape.sol_fraction:.2f})"
 
 
-def recorded_sol(kernel: Path, op: str, device: str) -> dict[str, float] | None:
+def recorded_sol(kernel: Path, op: str, device: str, gpu: str | None = None) -> dict[str, float] | None:
     """Shape id -> sol_fraction of the kernel's current, passing `aka kb verify` result on `device`'s
     kind (timed by today's method); None without one, or when the kernel is another op's (a
-    category match). The result may cover only some shapes (`--shapes first`)."""
+    category match). The result may cover only some shapes (`--shapes first`). `gpu`: only a result
+    recorded on that GPU model (a record that names none is taken)."""
     from aka.kb.verify import kernel_op, read_results, source_hash
     kind = device.split(":")[0]
     e = read_results(kernel).get("devices", {}).get(kind) or {}
     if kernel_op(kernel) != op or e.get("status") != "pass" or e.get("source_hash") != source_hash(kernel):
+        return None
+    if gpu and e.get("gpu") and e["gpu"] != gpu:
         return None
     if kind != "cpu":
         from aka.evaluate.timing import BASELINE_METHOD
@@ -278,7 +281,8 @@ class OfflineProposer:
 
     def __init__(self, problem: Problem, kernels_dir: str | Path | None = None, *, exclude_op: bool = False,
                  use_records: bool = True, independent: bool = False, seed: int = 0, dispatch: bool = False,
-                 retune: RetuneSettings | None = None):
+                 retune: RetuneSettings | None = None, gpu: str | None = None):
+        self.gpu = gpu  # the GPU model in hand (None: torch's name for ctx.device's GPU, when there is one)
         self.kernels_dir = Path(kernels_dir) if kernels_dir else REPO_ROOT / "knowledge_base" / "kernels"
         self.families, self.how, self.warnings = load_families(self.kernels_dir, problem, exclude_op)
         self.use_records, self.independent, self.seed, self.dispatch = use_records, independent, seed, dispatch
@@ -335,13 +339,27 @@ class OfflineProposer:
         if self._ranked is None and not self.use_records:
             self._ranked = list(self.families)
         if self._ranked is None:
-            records = [recorded_sol(f.path, ctx.problem.name, ctx.device) for f in self.families]
-            scored = [_over(r, ctx.task.ids, ctx.task.weights) for r in records]
-            est = estimate_partial(records, scored)
-            self.estimates = {self.families[j].id: (e[2], self.families[e[1]].id, e[3]) for j, e in enumerate(est) if e}
-            rank = [scored[i] if scored[i] is not None else (est[i][0] if est[i] else None)
-                    for i in range(len(self.families))]
-            order = sorted(range(len(self.families)), key=lambda i: (rank[i] is None, -(rank[i] or 0.0), i))
+            gpu = self.gpu
+            if gpu is None and not ctx.device.startswith("cpu"):
+                from aka.kb.verify import gpu_name
+                gpu = gpu_name(ctx.device)
+            # Two tiers: the families measured on this GPU model rank first, by those records; then
+            # the ones measured only on another model, by theirs. A datasheet fraction from an H100
+            # and one from an H200 are not one scale (page_tile's H100 record, 0.2-0.8, above
+            # split_dispatch's H200 one, 0.1-0.5, said nothing about which is faster on either).
+            names, self.estimates, rank = [f.path for f in self.families], {}, {}
+            for tier, want in enumerate([gpu, None] if gpu else [None]):
+                todo = [i for i in range(len(names)) if i not in rank]
+                records = [recorded_sol(names[i], ctx.problem.name, ctx.device, gpu=want) for i in todo]
+                scored = [_over(r, ctx.task.ids, ctx.task.weights) for r in records]
+                est = estimate_partial(records, scored)
+                for j, i in enumerate(todo):
+                    v = scored[j] if scored[j] is not None else (est[j][0] if est[j] else None)
+                    if v is not None:
+                        rank[i] = (tier, -v)
+                    if est[j]:
+                        self.estimates[self.families[i].id] = (est[j][2], self.families[todo[est[j][1]]].id, est[j][3])
+            order = sorted(range(len(names)), key=lambda i: (i not in rank, rank.get(i, (0, 0.0)), i))
             self._ranked = [self.families[i] for i in order]
         return self._ranked
 

@@ -97,7 +97,7 @@ def _covers(entry: dict, kernel: Path, spec: str) -> bool:
     return {str(s.get("id")) for s in entry.get("shapes") or []} >= want
 
 
-def _gpu_name(device: str) -> str | None:
+def gpu_name(device: str) -> str | None:
     """torch's name for the GPU `device` selects (what the harness records as env["gpu"])."""
     try:
         import torch
@@ -158,7 +158,7 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
     run = evaluate_fn or evaluate
     spec = shapes or ("small" if device == "cpu" else "all")
     if gpu is None and device.startswith("cuda") and evaluate_fn is None:
-        gpu = _gpu_name(device)
+        gpu = gpu_name(device)
     if not timing and device != "cpu":
         spec += "/untimed"
     paths = kernel_paths(root, op)
