@@ -608,6 +608,40 @@ def test_verify_in_parallel_records_every_kernel(tmp_path):
     assert len(calls) == 2
 
 
+def test_verify_runs_a_kernel_that_ran_out_of_gpu_memory_beside_others_again_alone(tmp_path):
+    """With --jobs, a crash for want of GPU memory says more about the evaluations beside it than
+    about the kernel: it is not recorded, and the kernel runs again alone once the others are done;
+    that verdict is recorded. Alone (jobs 1) an out-of-memory crash is the kernel's own and stands."""
+    from aka.evaluate.result import EvalResult, ShapeResult
+    from aka.kb.verify import out_of_memory, read_results, verify
+    assert out_of_memory("[first_call] runner error in forward: AcceleratorError: CUDA error: out of memory")
+    assert out_of_memory("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert not out_of_memory("[correctness] 2 of 3 shapes failed") and not out_of_memory("")
+    root = write_kb(tmp_path / "kb")
+    calls = []
+
+    def run(op, path, shapes=None, config=None):
+        from aka.problem import load_problem
+        name = Path(path).name
+        calls.append(name)
+        ids = [s.id for s in load_problem(op).select(shapes)]
+        if name == "rows.py" and calls.count(name) == 1:
+            return EvalResult(status="crashed", reason="[first_call] runner error in forward: AcceleratorError: "
+                              "CUDA error: out of memory", problem=op, device=config.device, shapes=[])
+        return EvalResult(status="pass", reason="all stages passed", problem=op, device=config.device,
+                          shapes=[ShapeResult(i, "n", correct=True) for i in ids], env={"gpu": "G"})
+    out = dict((p.name, st) for p, st in verify(root, "cuda", evaluate_fn=run, jobs=2, timing=False, gpu="G"))
+    assert out == {"rows.py": "pass", "online.py": "pass"}
+    assert calls.count("rows.py") == 2 and calls.count("online.py") == 1
+    assert calls[-1] == "rows.py"                                   # after the others, alone
+    assert read_results(root / "kernels/rms_norm/rows.py")["devices"]["cuda"]["status"] == "pass"
+    calls.clear()
+    out = dict((p.name, st) for p, st in verify(root, "cuda", evaluate_fn=run, jobs=1, timing=False, gpu="G",
+                                                force=True))
+    assert out["rows.py"] == "crashed" and calls.count("rows.py") == 1  # alone: the kernel's own verdict
+    assert read_results(root / "kernels/rms_norm/rows.py")["devices"]["cuda"]["status"] == "crashed"
+
+
 def test_verify_measures_again_on_another_gpu_model(tmp_path):
     """One cuda verdict per kernel: one recorded on an H100 is current on an H100 and is measured
     again on an H200 (else a kernel verified on the H100 never gets an H200 result)."""

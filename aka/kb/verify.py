@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -97,6 +98,15 @@ def _covers(entry: dict, kernel: Path, spec: str) -> bool:
     return {str(s.get("id")) for s in entry.get("shapes") or []} >= want
 
 
+RETRY_ALONE = "out of memory beside others"
+_OOM = re.compile(r"out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation", re.I)
+
+
+def out_of_memory(reason: str) -> bool:
+    """A verdict's reason that says the GPU's memory ran out (torch's and the driver's wordings)."""
+    return bool(_OOM.search(reason or ""))
+
+
 def gpu_name(device: str) -> str | None:
     """torch's name for the GPU `device` selects (what the harness records as env["gpu"])."""
     try:
@@ -176,7 +186,7 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
     with Progress(*cols, console=console, transient=False) as bar:
         task = bar.add_task("verify", total=len(paths))
 
-        def one(p: Path) -> tuple[Path, str]:
+        def one(p: Path, alone: bool = False) -> tuple[Path, str]:
             name = str(p.relative_to(root))
             try:
                 if not force and is_current(p, device, spec, gpu):
@@ -187,6 +197,11 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
                     res = run(kernel_op(p), p, shapes=spec.split("/")[0], config=cfg)
                 except ProblemError as e:
                     return p, f"no problem: {e}"
+                if jobs > 1 and not alone and res.status == "crashed" and out_of_memory(res.reason):
+                    bar.console.print(f"{name}: crashed out of GPU memory beside {jobs - 1} other evaluation(s); "
+                                      "it runs again alone once they are done", markup=False, highlight=False)
+                    bar.update(task, total=bar.tasks[0].total + 1)
+                    return p, RETRY_ALONE
                 write_result(p, root, device, record(res, p, device, spec))
                 sol = [s.sol_fraction for s in res.shapes if s.sol_fraction is not None]
                 w = res.wall_s or {}
@@ -204,7 +219,10 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
         if jobs <= 1:
             return [one(p) for p in paths]
         with ThreadPoolExecutor(jobs) as pool:
-            return list(pool.map(one, paths))
+            out = list(pool.map(one, paths))
+        # a kernel that ran out of GPU memory while others held theirs: its verdict is the run's, not
+        # the kernel's (2026-12-05, five kb verify jobs and four adversarial workers on an 80 GB H100)
+        return [one(p, alone=True) if st == RETRY_ALONE else (p, st) for p, st in out]
 
 
 def stats(root: Path) -> dict:
