@@ -143,16 +143,17 @@ def main(argv=None) -> int:
         return 2
     mod = load_kernel()
     rows = []
-    for sid in ids:
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for sid in ids:  # written after every shape: a call cut at its deadline keeps what it measured
         rows.append(probe(sid, mod))
         r = rows[-1]
         print(f"shape {sid}: ours {r['ours_us']:.1f} us, cuBLAS {r['peer_us']:.1f} us; "
               f"cuBLAS kernels: {', '.join(k['name'][:80] for k in r['peer_kernels'])}", flush=True)
-    out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows},
-                              indent=1, default=str) + "\n")
-    out.with_suffix(".md").write_text(f"GPU {torch.cuda.get_device_name()}, torch {torch.__version__}\n\n" + table(rows))
+        out.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows},
+                                  indent=1, default=str) + "\n")
+        out.with_suffix(".md").write_text(f"GPU {torch.cuda.get_device_name()}, torch {torch.__version__}\n\n"
+                                          + table(rows))
     return 0
 
 
