@@ -5,7 +5,10 @@
 # /tmp), and the source commit scripts/pre_device.sh recorded in it
 device_env() {
   export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True} PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-  export AKA_CACHE_DIR=${AKA_CACHE_DIR:-/tmp/aka-cache} HF_HUB_OFFLINE=1
+  # the carried cache when the tree has one: it holds the source commit (a script run without
+  # AKA_CACHE_DIR recorded "source unknown", results/h100/device-2026-12-05d call A)
+  local carried=/tmp/aka-cache; [[ -d $PWD/.gpucache ]] && carried=$PWD/.gpucache
+  export AKA_CACHE_DIR=${AKA_CACHE_DIR:-$carried} HF_HUB_OFFLINE=1
   mkdir -p "$AKA_CACHE_DIR"
   if [[ -s $AKA_CACHE_DIR/source_sha ]]; then export AKA_GIT_SHA=$(cat "$AKA_CACHE_DIR/source_sha"); fi
 }
