@@ -37,14 +37,20 @@ kb_copy() {
   rm -rf "$1"; mkdir -p "$1/results"; cp -r knowledge_base "$1/"; cp -r results/kb "$1/results/"
 }
 
-# Liger (the norm and activation peers) from the carried wheel when the device lacks it; its
-# version (or "not installed") appended to the provenance file: liger_install PROVENANCE LOG
+# The peers' libraries from the carried wheels (.whl/) when the device lacks them: Liger (norms and
+# activations) and fla-core (linear-attention ops); their versions (or "not installed") appended to
+# the provenance file: liger_install PROVENANCE LOG
 liger_install() {
-  local whl; whl=$(ls .whl/liger_kernel-*.whl 2>/dev/null | tail -1)
-  if [[ -n $whl ]] && ! python3 -c "import liger_kernel" 2>/dev/null; then
-    python3 -m pip install --no-deps --no-index -q "$whl" >> "$2" 2>&1 \
-      || python3 -m pip install --no-deps --no-index -q --break-system-packages "$whl" >> "$2" 2>&1
-  fi
-  python3 -c "from aka.peers import library_version as v; print('liger-kernel', v('liger_kernel') or 'not installed')" \
+  local whl mod
+  # Liger (norms, activations) and fla-core with its one dependency einops (the linear-attention
+  # ops: l2_norm, gated_rms_norm, gated_delta_rule_decode), each where the device lacks it
+  for pair in liger_kernel:liger_kernel einops:einops fla_core:fla; do
+    whl=$(ls .whl/${pair%%:*}-*.whl 2>/dev/null | tail -1); mod=${pair##*:}
+    if [[ -n $whl ]] && ! python3 -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('$mod') is None)" 2>/dev/null; then
+      python3 -m pip install --no-deps --no-index -q "$whl" >> "$2" 2>&1 \
+        || python3 -m pip install --no-deps --no-index -q --break-system-packages "$whl" >> "$2" 2>&1
+    fi
+  done
+  python3 -c "from aka.peers import library_version as v; print('liger-kernel', v('liger_kernel') or 'not installed'); print('fla-core', v('fla') or 'not installed')" \
     >> "$1" 2>&1
 }

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 
 # Distribution names where they differ from the import name.
-_DISTRIBUTIONS = {"liger_kernel": "liger-kernel"}
+_DISTRIBUTIONS = {"liger_kernel": "liger-kernel", "fla": "fla-core"}
 
 
 @dataclass(frozen=True)

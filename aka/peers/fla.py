@@ -1,0 +1,87 @@
+"""flash-linear-attention's Triton kernels (the `fla-core` distribution, import name `fla`) for the
+ops of the linear-attention blocks (Qwen3-Next's gated DeltaNet): per-head L2 norm, the gated
+RMSNorm on the block's output, and the gated delta rule's decode step.
+
+Called through fla's forward functions, under no_grad, on the reference's inputs as the bench
+passes them:
+- l2_norm: `l2norm_fwd` (sum of squares in fp32, eps added to the sum, one rounding: the reference's
+  definition, which names FLA's l2norm as its model).
+- gated_rms_norm: `layer_norm_gated_fwd(..., is_rms_norm=True)` with the swish gate, which computes
+  rms_norm(x) * w * silu(z), the reference's norm_before_gate=True form (Qwen3-Next). fla has no
+  form that gates before the norm (Mamba2's): those shapes raise, and their peer verdict says so.
+- gated_delta_rule_decode: `fused_recurrent_gated_delta_rule` over one token ([B, 1, H, K] views of
+  the [B, H, K] inputs; grouped value heads are fla's GVA), log-space decay g, beta after the
+  sigmoid, the initial state read and the final state returned (fp32), as the reference's
+  functional form.
+
+fla imports a Triton GPU driver when it loads, so on a machine without a GPU these peers say so
+and are not run (as Liger's).
+"""
+from __future__ import annotations
+
+import importlib
+
+import torch.nn as nn
+
+
+class _FlaPeer(nn.Module):
+    module = "fla.modules.norm.l2norm"  # the fla module the forward calls into
+
+    def __init__(self, ref=None):
+        super().__init__()
+        self.eps = float(getattr(ref, "eps", 1e-6))
+
+    @classmethod
+    def unavailable(cls, device: str) -> str | None:
+        if not str(device).startswith("cuda"):
+            return "fla's Triton kernels run on a GPU only (it loads a GPU driver on import)"
+        try:
+            importlib.import_module(cls.module)
+        except Exception as e:  # noqa: BLE001 - an install that does not import is a reason, said
+            return f"{cls.module} does not import: {type(e).__name__}: {str(e)[:160]}"
+        return None
+
+
+class L2NormPeer(_FlaPeer):
+    """fla's l2norm forward (the one Qwen3-Next's gated DeltaNet applies to q and k heads)."""
+
+    def forward(self, x):
+        from fla.modules.norm.l2norm import l2norm_fwd
+        return l2norm_fwd(x, eps=self.eps)[0]
+
+
+class GatedRMSNormPeer(_FlaPeer):
+    """fla's fused gated RMSNorm, y = rms_norm(x) * w * silu(z) (FusedRMSNormGated's forward)."""
+    module = "fla.modules.norm.fused_norm_gate"
+
+    def __init__(self, ref=None):
+        super().__init__(ref)
+        self.norm_before_gate = bool(getattr(ref, "norm_before_gate", True))
+
+    def forward(self, x, z, weight):
+        if not self.norm_before_gate:
+            raise NotImplementedError("fla's gated RMSNorm normalises before the gate only; the shapes that gate "
+                                      "first (Mamba2's norm_before_gate=False) have no fla form")
+        from fla.modules.norm.fused_norm_gate import layer_norm_gated_fwd
+        d = x.shape[-1]
+        y = layer_norm_gated_fwd(x.reshape(-1, d), z.reshape(-1, d), weight, None, activation="swish",
+                                 eps=self.eps, is_rms_norm=True)[0]
+        return y.view(x.shape)
+
+
+class GatedDeltaRuleDecodePeer(_FlaPeer):
+    """One decode step through fla's fused recurrent gated delta rule (T = 1)."""
+    module = "fla.ops.gated_delta_rule"
+
+    def __init__(self, ref=None):
+        super().__init__(ref)
+        self.scale = float(ref.scale) if ref is not None and getattr(ref, "scale", None) is not None else None
+
+    def forward(self, q, k, v, g, beta, initial_state):
+        from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule
+        one = lambda t: t.unsqueeze(1)  # noqa: E731 - [B, H, ...] -> [B, T=1, H, ...], a view
+        o, state = fused_recurrent_gated_delta_rule(one(q), one(k), one(v), g=one(g), beta=one(beta),
+                                                    scale=self.scale, initial_state=initial_state,
+                                                    output_final_state=True)
+        return {"out": o.squeeze(1).to(v.dtype), "final_state": state.to(initial_state.dtype)}
+
