@@ -19,27 +19,12 @@ and are not run (as Liger's).
 """
 from __future__ import annotations
 
-import importlib
-
-import torch.nn as nn
+from aka.peers.base import LibraryPeer
 
 
-class _FlaPeer(nn.Module):
+class _FlaPeer(LibraryPeer):
     module = "fla.modules.norm.l2norm"  # the fla module the forward calls into
-
-    def __init__(self, ref=None):
-        super().__init__()
-        self.eps = float(getattr(ref, "eps", 1e-6))
-
-    @classmethod
-    def unavailable(cls, device: str) -> str | None:
-        if not str(device).startswith("cuda"):
-            return "fla's Triton kernels run on a GPU only (it loads a GPU driver on import)"
-        try:
-            importlib.import_module(cls.module)
-        except Exception as e:  # noqa: BLE001 - an install that does not import is a reason, said
-            return f"{cls.module} does not import: {type(e).__name__}: {str(e)[:160]}"
-        return None
+    cpu_reason = "fla's Triton kernels run on a GPU only (it loads a GPU driver on import)"
 
 
 class L2NormPeer(_FlaPeer):

@@ -7,27 +7,12 @@ bf16 before the weight, one ulp away.
 """
 from __future__ import annotations
 
-import importlib
-
-import torch.nn as nn
+from aka.peers.base import LibraryPeer
 
 
-class _LigerPeer(nn.Module):
+class _LigerPeer(LibraryPeer):
     module = "liger_kernel.ops.rms_norm"  # the Liger module the forward calls into
-
-    def __init__(self, ref=None):
-        super().__init__()
-        self.eps = float(getattr(ref, "eps", 1e-6))
-
-    @classmethod
-    def unavailable(cls, device: str) -> str | None:
-        if not str(device).startswith("cuda"):
-            return "Liger's Triton kernels run on a GPU only (the judge runs no Triton interpreter for peers)"
-        try:
-            importlib.import_module(cls.module)
-        except Exception as e:  # noqa: BLE001 - an install that does not import is a reason, said
-            return f"{cls.module} does not import: {type(e).__name__}: {str(e)[:160]}"
-        return None
+    cpu_reason = "Liger's Triton kernels run on a GPU only (the judge runs no Triton interpreter for peers)"
 
 
 class RMSNormPeer(_LigerPeer):
@@ -48,10 +33,7 @@ class FusedAddRMSNormPeer(_LigerPeer):
 
 class LayerNormPeer(_LigerPeer):
     module = "liger_kernel.ops.layer_norm"
-
-    def __init__(self, ref=None):
-        super().__init__(ref)
-        self.eps = float(getattr(ref, "eps", 1e-5))
+    default_eps = 1e-5
 
     def forward(self, x, weight, bias):
         from liger_kernel.ops.layer_norm import LigerLayerNormFunction
