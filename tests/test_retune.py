@@ -187,6 +187,30 @@ def test_retune_waits_for_room_in_the_wall_budget(monkeypatch):
     assert any("wall budget left" in n for n in p.meta["offline"]["notes"])
 
 
+def test_retune_wall_estimate_is_the_familys_own_evaluation_less_its_compiles(monkeypatch):
+    """The move needs the tuner's time plus two evaluations like the family's own, without their
+    Triton compiles (the re-tuned copy hits the compile cache the tuner filled): a slow round of
+    another family, or compile seconds, do not keep it waiting."""
+    from aka.agent.objective import Score
+    from aka.agent.offline import RETUNE
+    from aka.agent.store import Candidate
+    pr, disp, first, ctx, calls = _setup(monkeypatch, None)
+    first.result.wall_s = {"total_s": 120.0, "compiling_unlocked_s": 70.0}   # 50 s besides compiling
+    other = next(f for f in pr.families if f.id != disp.id)
+    slow = Candidate("c0002", 2, other.source, "offline", meta={"offline": {"family": other.id, "params": {}}},
+                     result=first.result.__class__("pass", shapes=first.result.shapes), score=Score(0.4, "sol_fraction", {}))
+    slow.result.wall_s = {"total_s": 400.0}
+    pr.retune.wall_left = lambda: 200.0      # 90 + 2 x 50 = 190 fits; 90 + 2 x 120 or 2 x 400 would not
+    p = pr.propose(ctx([first, slow]), 1)[0]
+    assert p.meta["offline"]["family"] == disp.id and p.meta["offline"]["params"].get(RETUNE) == 1 and len(calls) == 1
+    pr2, disp2, first2, ctx2, calls2 = _setup(monkeypatch, None)
+    first2.result.wall_s = {"total_s": 120.0}                                # nothing was compile time
+    pr2.retune.wall_left = lambda: 200.0
+    p2 = pr2.propose(ctx2([first2]), 1)[0]
+    assert RETUNE not in p2.meta["offline"]["params"] and not calls2
+    assert any("needs about 330 s" in n for n in p2.meta["offline"]["notes"])
+
+
 def test_loop_evaluates_and_promotes_the_retuned_table(tmp_path, monkeypatch):
     """The loop's GPU branch with the harness replaced by fixed times (faster for the re-tuned
     source) and the tuner by a stub: the re-tune is round 2, is confirmed, becomes the incumbent,

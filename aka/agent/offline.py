@@ -477,8 +477,18 @@ class OfflineProposer:
         why = rt.unavailable(fam.meta, fam.path, ctx.problem, ctx.task.ids, ctx.device)
         if why:
             return why
-        walls = [float(c.result.wall_s.get("total_s") or 0.0) for c in ctx.history if c.result is not None]
-        need = st.tune_s + 2 * max(walls, default=0.0)  # the tuner, its candidate's evaluation, a closing round
+        # the tuner, then its candidate's evaluation and a closing round, each about as long as this
+        # family's own evaluations were, less their Triton compiles: the re-tuned copy launches the
+        # JIT functions the tuner has just compiled (the table is module data, not kernel source), so
+        # the compile cache answers. Another family's compile-heavy round says nothing about it (on
+        # the H100, 2026-12-05, prefill's first round was 246 s, 89 s of them compiling, and the move
+        # was never proposed in a 530 s wall).
+        def eval_wall(c) -> float:
+            w = c.result.wall_s or {}
+            return max(0.0, float(w.get("total_s") or 0.0) - float(w.get("compiling_unlocked_s") or 0.0))
+        done = [c for c in ctx.history if c.result is not None]
+        own = [c for c in done if (c.meta.get("offline") or {}).get("family") == fam.id]
+        need = st.tune_s + 2 * max((eval_wall(c) for c in own or done), default=0.0)
         left = st.wall_left() if st.wall_left else None
         if left is not None and left < need:
             return f"{left:.0f} s of the wall budget left, the move needs about {need:.0f} s"
