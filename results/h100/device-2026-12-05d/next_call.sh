@@ -1,4 +1,6 @@
 # PREPARED, NOT RUN (the session's device time went on failed machine starts). For the next session:
+#   here: pip download --no-deps -d .whl liger-kernel==0.8.5 fla-core==0.6.0 einops pytest-xdist execnet;
+#         bash scripts/pre_device.sh; the device: this script, carrying .gpucache and .whl
 # 2026-12-05 (eighth session) call B: the adversarial case that met a full GPU in call A, alone; the flex
 # peers' first GPU run; the cuBLAS probe; MLA's column_split (crashed at 0 s in call A) and page_tile
 # through kb verify as time allows (about 350 s: the session's device time was nearly spent)
