@@ -157,7 +157,7 @@ def test_liger_peers_need_a_gpu_or_the_extra():
 
 
 def _fake_fla(monkeypatch):
-    """A stand-in `fla` package for a CPU (the real one loads a GPU driver on import): the three
+    """A stand-in `fla` package for a CPU (the real one loads a GPU driver on import): the four
     forward functions the fla peers call, written in torch from fla's documented contracts (shapes,
     layouts, return tuples), so these tests check the peers' own glue: views, argument order,
     grouped heads, dtypes."""
@@ -194,7 +194,18 @@ def _fake_fla(monkeypatch):
         o = (qq[..., None] * s).sum(-2) * scale
         return o[:, None].to(q.dtype), (s if output_final_state else None)
 
+    def causal_conv1d(x, weight=None, bias=None, residual=None, initial_state=None, output_final_state=False,
+                      activation=None, backend="triton", **kw):
+        B, T, D = x.shape                      # any strides, as fla's kernel takes them
+        assert D == weight.shape[0], "x must come as [B, T, D]: channels last"
+        W = weight.shape[1]
+        xp = F.pad(x.float().transpose(1, 2), (W - 1, 0))          # [B, D, T + W - 1]
+        y = bias.float()[None, :, None] + sum(weight.float()[None, :, j, None] * xp[:, :, j:j + T] for j in range(W))
+        y = F.silu(y) if activation in ("silu", "swish") else y
+        return y.transpose(1, 2).contiguous().to(x.dtype), None     # fla's output: [B, T, D] contiguous
+
     mods = {"fla": types.ModuleType("fla"), "fla.modules": types.ModuleType("fla.modules"),
+            "fla.modules.causal_conv1d": types.SimpleNamespace(causal_conv1d=causal_conv1d),
             "fla.modules.norm": types.ModuleType("fla.modules.norm"),
             "fla.modules.norm.l2norm": types.SimpleNamespace(l2norm_fwd=l2norm_fwd),
             "fla.modules.norm.fused_norm_gate": types.SimpleNamespace(layer_norm_gated_fwd=layer_norm_gated_fwd),
@@ -219,11 +230,11 @@ def _ref_and_inputs(op, spec):
     return mods["reference"].Model(**spec.init_kwargs), mods["input"]._make_inputs(**spec.input_kwargs, device="cpu")
 
 
-@pytest.mark.parametrize("op", ["l2_norm", "gated_rms_norm", "gated_delta_rule_decode"])
+@pytest.mark.parametrize("op", ["l2_norm", "gated_rms_norm", "gated_delta_rule_decode", "causal_conv1d"])
 def test_fla_peers_hand_the_reference_inputs_to_fla_as_its_functions_take_them(op, monkeypatch):
     """The fla peers (aka/peers/fla.py) against each reference on every small shape, through a
-    stand-in of fla's three functions: the right views ([B, 1, H, K] for the decode step, rows for
-    the norms), grouped value heads, dtypes and dict outputs. The gate-first shapes of
+    stand-in of fla's four functions: the right views ([B, 1, H, K] for the decode step, rows for
+    the norms, [B, L, C] for the conv), grouped value heads, dtypes and dict outputs. The gate-first shapes of
     gated_rms_norm, which fla has no form for, raise a reason. Not a check of fla itself: on the GPU
     the harness checks the real peer against the reference before timing it."""
     import torch

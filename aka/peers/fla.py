@@ -1,6 +1,6 @@
 """flash-linear-attention's Triton kernels (the `fla-core` distribution, import name `fla`) for the
-ops of the linear-attention blocks (Qwen3-Next's gated DeltaNet): per-head L2 norm, the gated
-RMSNorm on the block's output, and the gated delta rule's decode step.
+ops of the linear-attention blocks (Qwen3-Next's gated DeltaNet, Mamba2): per-head L2 norm, the
+gated RMSNorm on the block's output, the gated delta rule's decode step and the short causal conv.
 
 Called through fla's forward functions, under no_grad, on the reference's inputs as the bench
 passes them:
@@ -13,6 +13,10 @@ passes them:
   the [B, H, K] inputs; grouped value heads are fla's GVA), log-space decay g, beta after the
   sigmoid, the initial state read and the final state returned (fp32), as the reference's
   functional form.
+- causal_conv1d: `causal_conv1d(backend="triton", activation="silu")`, which takes [B, T, D] with any
+  strides: the op's channels-first x [B, C, L] goes in as its transposed view (no copy; time is
+  then the contiguous axis, which Triton specialises on), and fla's channels-last output comes back
+  as the [B, C, L] view of it. A caller that needs that output contiguous pays one more pass.
 
 fla imports a Triton GPU driver when it loads, so on a machine without a GPU these peers say so
 and are not run (as Liger's).
@@ -70,3 +74,12 @@ class GatedDeltaRuleDecodePeer(_FlaPeer):
                                                     output_final_state=True)
         return {"out": o.squeeze(1).to(v.dtype), "final_state": state.to(initial_state.dtype)}
 
+
+class CausalConv1dPeer(_FlaPeer):
+    """fla's Triton short convolution (depthwise, causal, fused bias and SiLU, no carried state)."""
+    module = "fla.modules.causal_conv1d"
+
+    def forward(self, x, weight, bias):
+        from fla.modules.causal_conv1d import causal_conv1d
+        y, _ = causal_conv1d(x.transpose(1, 2), weight, bias, activation="silu", backend="triton")
+        return y.transpose(1, 2)
