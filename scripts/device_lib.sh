@@ -38,12 +38,11 @@ kb_copy() {
 }
 
 # The peers' libraries from the carried wheels (.whl/) when the device lacks them: Liger (norms and
-# activations) and fla-core (linear-attention ops); their versions (or "not installed") appended to
-# the provenance file: liger_install PROVENANCE LOG
+# activations) and fla-core with its one dependency einops (l2_norm, gated_rms_norm,
+# gated_delta_rule_decode, causal_conv1d); their versions (or "not installed") appended to the
+# provenance file: liger_install PROVENANCE LOG
 liger_install() {
   local whl mod
-  # Liger (norms, activations) and fla-core with its one dependency einops (the linear-attention
-  # ops: l2_norm, gated_rms_norm, gated_delta_rule_decode), each where the device lacks it
   for pair in liger_kernel:liger_kernel einops:einops fla_core:fla; do
     whl=$(ls .whl/${pair%%:*}-*.whl 2>/dev/null | tail -1); mod=${pair##*:}
     if [[ -n $whl ]] && ! python3 -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('$mod') is None)" 2>/dev/null; then

@@ -506,21 +506,28 @@ def test_offline_proposer_starts_from_the_best_kernel_the_knowledge_base_measure
     assert first("cpu", len(rec)) == sorted(rec)  # file order
 
 
+def _kb_copy(tmp_path, op):
+    """op's knowledge-base kernels and their committed results in a temporary tree (the records
+    sit beside the kernels as in the repository): (kernels root, that op's results folder)."""
+    import shutil
+    kb = tmp_path / "knowledge_base" / "kernels"
+    res = tmp_path / "results" / "kb" / "kernels" / op
+    shutil.copytree(REPO_ROOT / "knowledge_base" / "kernels" / op, kb / op)
+    shutil.copytree(REPO_ROOT / "results" / "kb" / "kernels" / op, res)
+    return kb, res
+
+
 def test_offline_proposer_ranks_records_of_the_gpu_in_hand_before_other_models(tmp_path):
     """Datasheet fractions of two GPU models are not one scale: the families measured on the GPU in
     hand come first (by those records), the ones measured only on another model after them (by theirs),
     the unmeasured last. gelu_and_mul's committed records in a copy, each relabelled: the best one
     'GPU B', the others 'GPU A'."""
     import json
-    import shutil
     from types import SimpleNamespace
 
     from aka.agent.offline import recorded_objective, recorded_sol
     problem = load_problem("gelu_and_mul")
-    kb = tmp_path / "knowledge_base" / "kernels"
-    res = tmp_path / "results" / "kb" / "kernels" / "gelu_and_mul"
-    shutil.copytree(REPO_ROOT / "knowledge_base" / "kernels" / "gelu_and_mul", kb / "gelu_and_mul")
-    shutil.copytree(REPO_ROOT / "results" / "kb" / "kernels" / "gelu_and_mul", res)
+    kb, res = _kb_copy(tmp_path, "gelu_and_mul")
     task = task_shapes(problem, "all", "cuda", 65536)
     paths = sorted((kb / "gelu_and_mul").glob("*.py"))
     obj = {p.stem: recorded_objective(p, "gelu_and_mul", "cuda", task.ids, task.weights) for p in paths}
@@ -606,15 +613,11 @@ def test_offline_proposer_tries_a_kernel_with_a_one_shape_h200_result_first_wher
     that shape, and the proposal says why. (Built
     in a copy: the committed records changed under an earlier form of this test, which then skipped.)"""
     import json
-    import shutil
     from types import SimpleNamespace
 
     from aka.agent.offline import recorded_sol
     problem = load_problem("gemm_bf16")
-    kb = tmp_path / "knowledge_base" / "kernels"
-    res = tmp_path / "results" / "kb" / "kernels" / "gemm_bf16"
-    shutil.copytree(REPO_ROOT / "knowledge_base" / "kernels" / "gemm_bf16", kb / "gemm_bf16")
-    shutil.copytree(REPO_ROOT / "results" / "kb" / "kernels" / "gemm_bf16", res)
+    kb, res = _kb_copy(tmp_path, "gemm_bf16")
     from aka.agent.offline import _over
     t = task_shapes(problem, "last", "cuda", 65536)
     full = {p.stem: recorded_sol(p, "gemm_bf16", "cuda") for p in sorted((kb / "gemm_bf16").glob("*.py"))

@@ -613,10 +613,11 @@ def test_verify_runs_a_kernel_that_ran_out_of_gpu_memory_beside_others_again_alo
     about the kernel: it is not recorded, and the kernel runs again alone once the others are done;
     that verdict is recorded. Alone (jobs 1) an out-of-memory crash is the kernel's own and stands."""
     from aka.evaluate.result import EvalResult, ShapeResult
-    from aka.kb.verify import out_of_memory, read_results, verify
-    assert out_of_memory("[first_call] runner error in forward: AcceleratorError: CUDA error: out of memory")
-    assert out_of_memory("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
-    assert not out_of_memory("[correctness] 2 of 3 shapes failed") and not out_of_memory("")
+    from aka.evaluate.result import machine_failure
+    from aka.kb.verify import read_results, verify
+    assert machine_failure("crashed", "[first_call] runner error in forward: AcceleratorError: CUDA error: out of memory")
+    assert machine_failure("crashed", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert not machine_failure("crashed", "[correctness] 2 of 3 shapes failed") and not machine_failure("crashed", "")
     root = write_kb(tmp_path / "kb")
     calls = []
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import re
 from collections import Counter
 from pathlib import Path
 
@@ -99,12 +98,6 @@ def _covers(entry: dict, kernel: Path, spec: str) -> bool:
 
 
 RETRY_ALONE = "out of memory beside others"
-_OOM = re.compile(r"out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation", re.I)
-
-
-def out_of_memory(reason: str) -> bool:
-    """A verdict's reason that says the GPU's memory ran out (torch's and the driver's wordings)."""
-    return bool(_OOM.search(reason or ""))
 
 
 def gpu_name(device: str) -> str | None:
@@ -163,6 +156,7 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from aka.evaluate.api import EvalConfig, evaluate
+    from aka.evaluate.result import machine_failure
     from aka.evaluate.sandbox import SandboxConfig
     from aka.problem import ProblemError
     run = evaluate_fn or evaluate
@@ -197,7 +191,7 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
                     res = run(kernel_op(p), p, shapes=spec.split("/")[0], config=cfg)
                 except ProblemError as e:
                     return p, f"no problem: {e}"
-                if jobs > 1 and not alone and res.status == "crashed" and out_of_memory(res.reason):
+                if jobs > 1 and not alone and machine_failure(res.status, res.reason):
                     bar.console.print(f"{name}: crashed out of GPU memory beside {jobs - 1} other evaluation(s); "
                                       "it runs again alone once they are done", markup=False, highlight=False)
                     bar.update(task, total=bar.tasks[0].total + 1)

@@ -64,7 +64,8 @@ class GatedDeltaRuleDecodePeer(_FlaPeer):
 
     def __init__(self, ref=None):
         super().__init__(ref)
-        self.scale = float(ref.scale) if ref is not None and getattr(ref, "scale", None) is not None else None
+        scale = getattr(ref, "scale", None)
+        self.scale = None if scale is None else float(scale)
 
     def forward(self, q, k, v, g, beta, initial_state):
         from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule
