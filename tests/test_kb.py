@@ -1031,6 +1031,31 @@ def test_documents_the_best_ones_cite_move_up_behind_the_first():
                             sorted(scores.items(), key=lambda kv: -kv[1])])[:2] == ["ops/a", "triton/t"]
 
 
+def test_an_ops_playbook_goes_above_the_last_of_its_crowding_kernels():
+    """promote_playbook: three kernels of op a in the top five and ops/a below lift every chunk of
+    ops/a by one amount, to just above the third kernel (their order kept); two kernels, or a
+    playbook already in the top five, change nothing."""
+    from aka.kb import index as kbi
+    docs = ["kernels/a/x", "patterns/p", "kernels/a/y", "kernels/a/z", "triton/t", "ops/a", "ops/b"]
+    by_id = {f"{d}#1": ({"doc_id": d}, "") for d in docs} | {"ops/a#2": ({"doc_id": "ops/a"}, "")}
+    base = {"kernels/a/x#1": 0.09, "patterns/p#1": 0.08, "kernels/a/y#1": 0.07, "kernels/a/z#1": 0.06,
+            "triton/t#1": 0.05, "ops/a#1": 0.04, "ops/a#2": 0.03, "ops/b#1": 0.02}
+    scores = dict(base)
+    kbi.promote_playbook(scores, by_id)
+    ranked = kbi.doc_ranking([kbi.Scored(c, s, by_id[c][0], "") for c, s in
+                              sorted(scores.items(), key=lambda kv: -kv[1])])
+    assert ranked[:6] == ["kernels/a/x", "patterns/p", "kernels/a/y", "ops/a", "kernels/a/z", "triton/t"]
+    assert scores["ops/a#1"] - base["ops/a#1"] == pytest.approx(scores["ops/a#2"] - base["ops/a#2"])
+    assert all(scores[c] == base[c] for c in base if not c.startswith("ops/a"))
+    low = {"kernels/a/z#1": 0.01, "ops/a#1": 0.015, "ops/a#2": 0.012}  # two of a's kernels in the top five
+    two = dict(base, **low)                                                 # (x, p, y, t, ops/b), ops/a below
+    kbi.promote_playbook(two, by_id)
+    assert two == dict(base, **low)
+    inside = dict(base, **{"ops/a#1": 0.055})                 # the playbook is already fifth
+    kbi.promote_playbook(inside, by_id)
+    assert inside == dict(base, **{"ops/a#1": 0.055})
+
+
 def test_the_citation_graph_reads_prose_pointers_not_served_ops_lists(tmp_path):
     """citations(): ids a note names in its prose, known to the base, itself and unknown ids left out;
     the ids of an `Ops and shapes it serves` list (where a technique applies) are not edges."""

@@ -129,6 +129,16 @@ OP_DEPTH = 2
 # left the tuning and kernel dev sets unchanged, and no top-1. Held-out sets not consulted.
 CITE_DEPTH = 2
 CITE_WEIGHT = 0.2
+# An op's playbook is the way into its kernels (which variant for which shape, what each measured).
+# When PLAYBOOK_KERNELS or more of one op's kernels fill the top PLAYBOOK_TOP and its playbook is
+# not among them, the playbook is lifted just above the last of those kernels (sibling kernels
+# crowd it out by shared words: "decode attention schedule for a ragged batch ..." ranked three
+# paged-decode kernels and no ops/paged_decode_attention). Chosen on the tuning and dev sets only
+# (2026-12-06), at 2 or 3 kernels, inserting or swapping with the kernel: at 3, inserting, recall@5
+# on dev6 0.817 -> 0.836, tuning 0.985 -> 0.988, every other set and every MRR and top-1 unchanged;
+# at 2 the kernel dev set lost 0.971 -> 0.933. Held-out sets not consulted.
+PLAYBOOK_KERNELS = 3
+PLAYBOOK_TOP = 5
 # A pattern note's "Ops and shapes it serves" lists every op the technique touches (up to 26): a
 # list of where it applies, not a pointer to what to read next. Its ids are left out of the graph:
 # with them, recall@5 fell on dev (1.000 -> 0.980), the kernel dev set (0.983 -> 0.958) and dev4.
@@ -463,6 +473,8 @@ class KBIndex:
             demote_other_ops(scores, by_id)
         if mode == "hybrid" and CITE_WEIGHT:
             expand_citations(scores, by_id, self.citations())
+        if mode == "hybrid" and PLAYBOOK_KERNELS:
+            promote_playbook(scores, by_id)
         order = sorted(scores, key=lambda c: (-scores[c], c))
         return [Scored(c, scores[c], by_id[c][0], by_id[c][1], ranks[c]) for c in order if c in by_id]
 
@@ -509,6 +521,27 @@ def expand_citations(scores: dict[str, float], by_id: dict, cites: dict[str, set
         lift = rival - best[top] + 1e-9
         for cid in per_doc[top]:
             scores[cid] += lift
+
+
+def promote_playbook(scores: dict[str, float], by_id: dict) -> None:
+    """The playbook of an op with PLAYBOOK_KERNELS kernels in the top PLAYBOOK_TOP documents and
+    itself outside them goes just above the last of those kernels (each of its chunks gains the
+    same lift, so their order is kept); at most one op, the one with most kernels there."""
+    best, per_doc = by_document(scores, by_id)
+    top = sorted(best, key=lambda d: (-best[d], d))[:PLAYBOOK_TOP]
+    kernels: dict[str, list[str]] = {}
+    for d in top:
+        parts = d.split("/")
+        if parts[0] == "kernels" and len(parts) == 3:
+            kernels.setdefault(parts[1], []).append(d)
+    for op, ks in sorted(kernels.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        book = f"ops/{op}"
+        if len(ks) < PLAYBOOK_KERNELS or book in top or book not in best:
+            continue
+        lift = best[ks[-1]] - best[book] + 1e-9
+        for cid in per_doc[book]:
+            scores[cid] += lift
+        return
 
 
 def _scaled(score: float, factor: float) -> float:
