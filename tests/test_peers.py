@@ -157,7 +157,7 @@ def test_liger_peers_need_a_gpu_or_the_extra():
 
 
 def _fake_fla(monkeypatch):
-    """A stand-in `fla` package for a CPU (the real one loads a GPU driver on import): the four
+    """A stand-in `fla` package for a CPU (the real one loads a GPU driver on import): the five
     forward functions the fla peers call, written in torch from fla's documented contracts (shapes,
     layouts, return tuples), so these tests check the peers' own glue: views, argument order,
     grouped heads, dtypes."""
@@ -204,7 +204,21 @@ def _fake_fla(monkeypatch):
         y = F.silu(y) if activation in ("silu", "swish") else y
         return y.transpose(1, 2).contiguous().to(x.dtype), None     # fla's output: [B, T, D] contiguous
 
+    def rotary_embedding(x, cos, sin, interleaved=False, inplace=False, seqlen_offsets=0, cu_seqlens=None, **kw):
+        B, T, H, D = x.shape                   # contiguous [B, T, H, D]; tables [TR, D/2] in x's dtype
+        assert x.is_contiguous() and cos.shape == sin.shape and cos.shape[0] >= T and 2 * cos.shape[1] == D
+        assert x.dtype == cos.dtype == sin.dtype, "Input and cos/sin must have the same dtype"
+        c = cos[seqlen_offsets:seqlen_offsets + T].float()[None, :, None]
+        s = sin[seqlen_offsets:seqlen_offsets + T].float()[None, :, None]
+        xf = x.float()
+        if interleaved:
+            x0, x1 = xf[..., 0::2], xf[..., 1::2]
+            return torch.stack((x0 * c - x1 * s, x1 * c + x0 * s), dim=-1).flatten(-2).to(x.dtype)
+        x0, x1 = xf.chunk(2, dim=-1)
+        return torch.cat((x0 * c - x1 * s, x1 * c + x0 * s), dim=-1).to(x.dtype)
+
     mods = {"fla": types.ModuleType("fla"), "fla.modules": types.ModuleType("fla.modules"),
+            "fla.modules.rotary": types.SimpleNamespace(rotary_embedding=rotary_embedding),
             "fla.modules.causal_conv1d": types.SimpleNamespace(causal_conv1d=causal_conv1d),
             "fla.modules.norm": types.ModuleType("fla.modules.norm"),
             "fla.modules.norm.l2norm": types.SimpleNamespace(l2norm_fwd=l2norm_fwd),
@@ -230,11 +244,13 @@ def _ref_and_inputs(op, spec):
     return mods["reference"].Model(**spec.init_kwargs), mods["input"]._make_inputs(**spec.input_kwargs, device="cpu")
 
 
-@pytest.mark.parametrize("op", ["l2_norm", "gated_rms_norm", "gated_delta_rule_decode", "causal_conv1d"])
+@pytest.mark.parametrize("op", ["l2_norm", "gated_rms_norm", "gated_delta_rule_decode", "causal_conv1d", "rope_neox",
+                                "rope_interleaved"])
 def test_fla_peers_hand_the_reference_inputs_to_fla_as_its_functions_take_them(op, monkeypatch):
     """The fla peers (aka/peers/fla.py) against each reference on every small shape, through a
-    stand-in of fla's four functions: the right views ([B, 1, H, K] for the decode step, rows for
-    the norms, [B, L, C] for the conv), grouped value heads, dtypes and dict outputs. The gate-first shapes of
+    stand-in of fla's five functions: the right views ([B, 1, H, K] for the decode step, rows for
+    the norms, [B, L, C] for the conv, one [1, T, H, D] sequence over the gathered cos/sin rows for
+    rotary), grouped value heads, dtypes, tuple and dict outputs. The gate-first shapes of
     gated_rms_norm, which fla has no form for, raise a reason. Not a check of fla itself: on the GPU
     the harness checks the real peer against the reference before timing it."""
     import torch
@@ -253,7 +269,8 @@ def test_fla_peers_hand_the_reference_inputs_to_fla_as_its_functions_take_them(o
                 peer(**inputs)
             continue
         want, got = ref(**inputs), peer(**inputs)
-        pairs = [(want[k], got[k]) for k in want] if isinstance(want, dict) else [(want, got)]
+        pairs = ([(want[k], got[k]) for k in want] if isinstance(want, dict)
+                 else list(zip(want, got)) if isinstance(want, tuple) else [(want, got)])
         for w, g in pairs:
             assert g.shape == w.shape and g.dtype == w.dtype, (spec.id, g.shape, w.shape, g.dtype)
             assert torch.allclose(g.float(), w.float(), atol=2e-2, rtol=2e-2), (spec.id, (g.float() - w.float()).abs().max())

@@ -17,6 +17,12 @@ passes them:
   strides: the op's channels-first x [B, C, L] goes in as its transposed view (no copy; time is
   then the contiguous axis, which Triton specialises on), and fla's channels-last output comes back
   as the [B, C, L] view of it. A caller that needs that output contiguous pays one more pass.
+- rope_neox / rope_interleaved: `rotary_embedding` (half-split or `interleaved=True`), which takes
+  x [B, T, H, D] and cos/sin tables [TR, D/2] indexed by position offset, in x's dtype (it asserts
+  that). The op's tokens carry arbitrary positions, so the rows they use are gathered first, cast
+  to bf16 (one small pass over T x D table entries, about 1/(H_q + H_kv) of the q/k traffic), and
+  the tokens go in as one sequence of T positions 0..T-1 over those rows; q and k are two calls.
+  fla rotates with bf16 cos/sin where the reference rotates in fp32: within the bf16 tolerance.
 
 fla imports a Triton GPU driver when it loads, so on a machine without a GPU these peers say so
 and are not run (as Liger's).
@@ -84,3 +90,22 @@ class CausalConv1dPeer(_FlaPeer):
         from fla.modules.causal_conv1d import causal_conv1d
         y, _ = causal_conv1d(x.transpose(1, 2), weight, bias, activation="silu", backend="triton")
         return y.transpose(1, 2)
+
+
+class RotaryPeer(_FlaPeer):
+    """fla's Triton rotary embedding on query and key, half-split (NeoX) pairs."""
+    module = "fla.modules.rotary"
+    interleaved = False
+
+    def forward(self, positions, query, key, cos_sin_cache):
+        from fla.modules.rotary import rotary_embedding
+        half = cos_sin_cache.shape[-1] // 2
+        rows = cos_sin_cache.index_select(0, positions).to(query.dtype)   # [T, D]: the rows these tokens use
+        cos, sin = rows[:, :half].contiguous(), rows[:, half:].contiguous()
+        rot = lambda x: rotary_embedding(x.contiguous().unsqueeze(0), cos, sin, interleaved=self.interleaved)[0]  # noqa: E731
+        return rot(query), rot(key)
+
+
+class RotaryInterleavedPeer(RotaryPeer):
+    """fla's Triton rotary embedding on query and key, adjacent (GPT-J) pairs."""
+    interleaved = True

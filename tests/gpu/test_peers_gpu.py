@@ -24,7 +24,7 @@ def test_cublas_peer_is_timed_beside_a_candidate_by_the_shapes_method(record):
 def test_gpu_only_peers_are_checked_or_say_why(record):
     for op in ("fp8_block_scaled_gemm", "fused_moe", "prefill_attention", "paged_decode_attention",
                "softcap_window_decode_attention", "mla_decode_attention", "l2_norm", "gated_rms_norm",
-               "gated_delta_rule_decode", "causal_conv1d"):
+               "gated_delta_rule_decode", "causal_conv1d", "rope_neox", "rope_interleaved"):
         res = evaluate_baselines(op, shapes="small", config=EvalConfig(device="cuda", seed=4, baselines=False))
         record("peer_baselines", op=op, status=res.status, peer=res.env.get("peer"),
                shapes=[{"id": s.id, "peer_status": s.peer_status, "reason": s.peer_reason[:200], "peer_us": s.peer_us}
