@@ -91,6 +91,13 @@ def _unkey(t):
 
 
 @triton.jit
+def _slice(s, SL, V):
+    """Elements [start, stop) of a row that slice s covers."""
+    start = s * SL
+    return start, tl.minimum(start + SL, V)
+
+
+@triton.jit
 def _row_max(pm_ptr, row, S, SP: tl.constexpr):
     sp = tl.arange(0, SP)
     return tl.max(tl.load(pm_ptr + row * S + sp, mask=sp < S, other=float("-inf")), axis=0)
@@ -115,8 +122,7 @@ def _stats(x_ptr, stride_x, k_ptr, p_ptr, pm_ptr, pz_ptr, hist_ptr, V, SL, S,
     p = tl.load(p_ptr + row)
     if (k < V) | (p < 1.0):
         xrow = x_ptr + row.to(tl.int64) * stride_x
-        start = s * SL
-        stop = tl.minimum(start + SL, V)
+        start, stop = _slice(s, SL, V)
         mx = tl.full([BLOCK], float("-inf"), tl.float32)
         z = tl.zeros([BLOCK], tl.float32)
         for o0 in range(start, stop, BLOCK):
@@ -142,8 +148,7 @@ def _hist(x_ptr, stride_x, k_ptr, p_ptr, pm_ptr, hist_ptr, V, SL, S,
     if (k < V) | (p < 1.0):
         M = _row_max(pm_ptr, row, S, SP)
         xrow = x_ptr + row.to(tl.int64) * stride_x
-        start = s * SL
-        stop = tl.minimum(start + SL, V)
+        start, stop = _slice(s, SL, V)
         h = tl.zeros([BINS], tl.int32)
         for o0 in range(start, stop, BLOCK):
             o = o0 + tl.arange(0, BLOCK)
@@ -198,8 +203,7 @@ def _compact(x_ptr, stride_x, info_ptr, mz_ptr, hist_ptr, cand_ptr, V, SL,
         M = tl.load(mz_ptr + row * 2)
         xrow = x_ptr + row.to(tl.int64) * stride_x
         crow = cand_ptr + row.to(tl.int64) * CAP
-        start = s * SL
-        stop = tl.minimum(start + SL, V)
+        start, stop = _slice(s, SL, V)
         for o0 in range(start, stop, BLOCK):
             o = o0 + tl.arange(0, BLOCK)
             m = o < stop
@@ -319,8 +323,7 @@ def _write(x_ptr, stride_x, out_ptr, stride_o, thr_ptr, V, SL, BLOCK: tl.constex
     thr = tl.load(thr_ptr + row)
     xrow = x_ptr + row.to(tl.int64) * stride_x
     orow = out_ptr + row.to(tl.int64) * stride_o
-    start = s * SL
-    stop = tl.minimum(start + SL, V)
+    start, stop = _slice(s, SL, V)
     for o0 in range(start, stop, BLOCK):
         o = o0 + tl.arange(0, BLOCK)
         m = o < stop
