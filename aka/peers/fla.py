@@ -23,6 +23,8 @@ passes them:
   to bf16 (one small pass over T x D table entries, about 1/(H_q + H_kv) of the q/k traffic), and
   the tokens go in as one sequence of T positions 0..T-1 over those rows; q and k are two calls.
   fla rotates with bf16 cos/sin where the reference rotates in fp32: within the bf16 tolerance.
+  fla zero-fills its output before the kernel writes it (0.6.0, for rows a left-padded batch skips):
+  one more write pass, which the peer's time includes as a caller's would.
 
 fla imports a Triton GPU driver when it loads, so on a machine without a GPU these peers say so
 and are not run (as Liger's).
