@@ -276,6 +276,17 @@ def test_fla_peers_hand_the_reference_inputs_to_fla_as_its_functions_take_them(o
             assert torch.allclose(g.float(), w.float(), atol=2e-2, rtol=2e-2), (spec.id, (g.float() - w.float()).abs().max())
 
 
+def test_flex_paged_peer_says_it_takes_no_page_under_16_tokens_on_a_gpu():
+    """Compiled flex_attention failed on 8-token pages (the H100, 2026-12-06, small shape s2): on a
+    GPU the paged and MLA peers raise a reason instead of an Inductor compile error; a CPU's eager
+    flex takes any page."""
+    from aka.peers.attention import FlexPagedDecodePeer
+    with pytest.raises(NotImplementedError, match="at least 16 tokens"):
+        FlexPagedDecodePeer.require_page(8, "cuda")
+    FlexPagedDecodePeer.require_page(16, "cuda")
+    FlexPagedDecodePeer.require_page(8, "cpu")
+
+
 def test_flex_paged_peer_rebuilds_its_block_mask_when_the_tables_change():
     """FlexPagedDecodePeer keeps one block mask per (block_tables, seq_lens) as long as neither
     changes; an in-place edit of either (a new decode step) builds a new one, so a stale mask can

@@ -63,6 +63,9 @@ def _options(group: int, page: int) -> dict | None:
     return {"FORCE_USE_FLEX_ATTENTION": True, "BLOCK_M": 16, "BLOCK_N": min(page, 64)}
 
 
+MIN_PAGE = 16   # the smallest page (KV block) flex_attention's compiled kernels take
+
+
 class FlexPagedDecodePeer(nn.Module):
     """Paged decode through PyTorch's flex_attention, the torch-native way to read a vLLM-layout
     cache in place: the cache [num_blocks, block_size, Hkv, D] is one key/value pool of
@@ -90,6 +93,16 @@ class FlexPagedDecodePeer(nn.Module):
         window = getattr(ref, "window", None)
         self.window = int(window) if window is not None else None
         self._masks = []    # [(block_tables, its version, seq_lens, its version, num_blocks, page, BlockMask)]
+
+    @staticmethod
+    def require_page(page: int, device: str) -> None:
+        """Compiled flex (a GPU) takes no page under MIN_PAGE tokens. The KV block is the page, and a
+        sequence's pages are not adjacent in the pool, so no larger block can list them (the H100,
+        2026-12-06: 8-token pages failed in Inductor's flex template). A CPU's eager flex applies
+        the mask densely and takes any page."""
+        if device != "cpu" and page < MIN_PAGE:
+            raise NotImplementedError(f"flex_attention's Triton kernels take KV blocks of at least {MIN_PAGE} tokens "
+                                      f"(tl.dot's smallest tile); this cache pages {page} tokens")
 
     @staticmethod
     def unavailable(device: str) -> str | None:
@@ -148,6 +161,7 @@ class FlexPagedDecodePeer(nn.Module):
 
     def forward(self, q, key_cache, value_cache, block_tables, seq_lens):
         num_blocks, page, num_kv_heads, head_dim = key_cache.shape
+        self.require_page(page, q.device.type)
         batch = q.shape[0]
         # [B, Hkv, pool, D] views of the one pool (batch stride 0: nothing copied)
         k = key_cache.view(1, num_blocks * page, num_kv_heads, head_dim).transpose(1, 2).expand(batch, -1, -1, -1)
@@ -171,6 +185,7 @@ class FlexMLADecodePeer(FlexPagedDecodePeer):
 
     def forward(self, q_nope, q_pe, kv_c_and_k_pe, block_tables, seq_lens):
         num_blocks, page, width = kv_c_and_k_pe.shape
+        self.require_page(page, q_nope.device.type)
         batch, rank = q_nope.shape[0], q_nope.shape[-1]
         pool = kv_c_and_k_pe.view(1, 1, num_blocks * page, width).expand(batch, -1, -1, -1)
         q = torch.cat([q_nope, q_pe], dim=-1).unsqueeze(2)                    # [B, H, 1, 576]
