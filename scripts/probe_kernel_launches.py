@@ -1,0 +1,118 @@
+"""Where a multi-launch knowledge-base kernel spends its time: each Triton launch of one forward
+timed on its own (CUDA events around every launch; on a CPU, under TRITON_INTERPRET=1, wall time),
+per bench shape and per parameter variant.
+
+    python scripts/probe_kernel_launches.py OP KERNEL --shapes 0,2,7 [--set BINS=512 --set BLOCK=1024 ...] \
+        [--reps 10] [--out FILE.json]
+
+Each --set is one variant (comma-separated KEY=VALUE pairs inside it), run beside the kernel's own
+AKA_PARAMS. Prints, per shape and variant, the median time of each launch (by kernel name, summed
+over its launches in one forward) and of the whole forward; --out writes the same as JSON after
+every shape, so a call cut short keeps what it measured. Times are not harness verdicts (no
+correctness check, no cold L2): they say which launch to work on.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _variant(spec: str) -> dict:
+    out = {}
+    for kv in filter(None, spec.split(",")):
+        k, _, v = kv.partition("=")
+        out[k] = int(v) if v.lstrip("-").isdigit() else float(v) if v.replace(".", "", 1).isdigit() else v
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    import torch
+    import triton
+
+    from aka.evaluate.loader import ProblemRuntime, import_file
+    from aka.problem import load_problem
+    ap = argparse.ArgumentParser()
+    ap.add_argument("op")
+    ap.add_argument("kernel", help="knowledge_base/kernels/OP/KERNEL.py, by name")
+    ap.add_argument("--shapes", default="0")
+    ap.add_argument("--set", action="append", default=[], help="a parameter variant: KEY=VALUE[,KEY=VALUE]")
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--out")
+    a = ap.parse_args(argv)
+    cuda = torch.cuda.is_available()
+    dev = "cuda" if cuda else "cpu"
+    if not cuda:                                              # the interpreter's fixes, as the runner's
+        from aka.evaluate.interp_fix import install
+        install()
+    prob = load_problem(a.op)
+    rt = ProblemRuntime(prob.worker_spec(), dev)
+    mod = import_file(str(REPO / "knowledge_base" / "kernels" / a.op / f"{a.kernel}.py"), f"_probe_{a.kernel}")
+    defaults = dict(mod.AKA_PARAMS)
+    from triton.runtime.interpreter import InterpretedFunction
+    kinds = (triton.runtime.jit.JITFunction, InterpretedFunction)
+    jits = {n: f for n, f in vars(mod).items() if isinstance(f, kinds) and not n.startswith("__")}
+    spans: list[tuple[str, object, object]] = []
+
+    def timed(name, run):
+        def wrapper(*args, **kw):
+            if cuda:
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record()
+                out = run(*args, **kw)
+                e.record()
+                spans.append((name, s, e))
+                return out
+            t = time.perf_counter()
+            out = run(*args, **kw)
+            spans.append((name, t, time.perf_counter()))
+            return out
+        return wrapper
+    for n, f in jits.items():
+        f.run = timed(n, f.run)
+    report = {"op": a.op, "kernel": a.kernel, "device": torch.cuda.get_device_name() if cuda else "cpu (interpreter)",
+              "defaults": defaults, "rows": []}
+    variants = [{}] + [_variant(s) for s in a.set]
+    for sid in a.shapes.split(","):
+        spec = prob.select(sid)[0].to_json()
+        init, kw = rt.init_args(spec)
+        inputs = rt.make_inputs(spec)
+        for var in variants:
+            mod.AKA_PARAMS = dict(defaults, **var)
+            model = mod.ModelNew(*init, **kw)
+            model(**inputs)                                   # compile
+            per: dict[str, list[float]] = {}
+            whole = []
+            for _ in range(a.reps):
+                spans.clear()
+                if cuda:
+                    torch.cuda.synchronize()
+                model(**inputs)
+                if cuda:
+                    torch.cuda.synchronize()
+                tot: dict[str, float] = {}
+                for n, s, e in spans:
+                    ms = s.elapsed_time(e) if cuda else (e - s) * 1e3
+                    tot[n] = tot.get(n, 0.0) + ms * 1e3
+                for n, us in tot.items():
+                    per.setdefault(n, []).append(us)
+                if cuda:
+                    whole.append(spans[0][1].elapsed_time(spans[-1][2]) * 1e3)
+                else:
+                    whole.append(sum(tot.values()))
+            row = {"shape": sid, "label": spec.get("label") or sid, "variant": var,
+                   "launch_us": {n: round(statistics.median(v), 2) for n, v in per.items()},
+                   "forward_us": round(statistics.median(whole), 2)}
+            report["rows"].append(row)
+            print(json.dumps(row), flush=True)
+            if a.out:
+                Path(a.out).write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
