@@ -1,0 +1,2 @@
+# call 2, on the same warm H100 (run inline; 170 s of device time were left): the peers' GPU tests
+. scripts/device_lib.sh; device_env; liger_install $OUT/prov.txt $OUT/install.log; cat $OUT/prov.txt; AKA_GPU_RESULTS=$OUT/peers_gpu.jsonl timeout 170 python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_peers_gpu.py -rA --junitxml=$OUT/junit_peers.xml > $OUT/peers_gpu.log 2>&1; echo "peers rc=$?"; tail -25 $OUT/peers_gpu.log
