@@ -54,9 +54,18 @@ Passes (grid (S, B): S slices of a row, at least TARGET_PROGS programs in all, a
      the tail cannot bound.
 6. write: x where x >= threshold, else -inf (threshold -inf when both filters are off).
 
-Cost: 4 reads and 1 write of the row, against 17 reads and 1 write in radix_split. Prediction
-(unmeasured when written, 2026-12-06): about 0.2 of the measured ceiling at 256 x 128k. The
-launch count keeps single-row shapes near 10-15 us.
+Cost: 4 reads and 1 write of the row, against 17 reads and 1 write in radix_split. The
+prediction, written before any GPU run, was about 0.2 of the measured ceiling at 256 x 128k.
+
+Measured on an H100, 2026-12-06, all 14 shapes, beside radix_split in one kb verify
+(results/h100/device-2026-12-06/topk_side_by_side.md):
+- 2.37x radix_split, geomean (1.02x to 2.97x). 2.66x torch.compile on the 5 shapes compile was
+  timed on.
+- But only 0.008-0.085 of the datasheet roofline: 956 us at 256 x 128k, where the bytes take
+  about 200 us.
+- Time grows at 3.7-5.5 us a row, so one launch runs far below bandwidth. Suspects: the
+  1024-bin histogram and the per-row bisection. scripts/probe_kernel_launches.py times each
+  launch; it has not run on a GPU yet.
 
 Correctness notes:
 - d = M - x is one fp32 subtraction and the scaling by BINS / 64 is exact (a power of two), so
