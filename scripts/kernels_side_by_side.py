@@ -12,15 +12,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from aka.evaluate.stats import geomean  # noqa: E402
 
 
-def geomean(xs: list[float]) -> float:
-    xs = [x for x in xs if x and x > 0]
-    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+def _geomean(xs: list[float | None]) -> float:
+    """The project's geomean over the shapes that have the ratio (nan when none does)."""
+    xs = [x for x in xs if x]
+    return geomean(xs) if xs else float("nan")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,11 +76,11 @@ def main(argv: list[str] | None = None) -> int:
         print("| " + " | ".join(row) + " |")
     print()
     for n in others:
-        print(f"- {base} / {n}, geomean over {sum(1 for r in ratios[n] if r)} shapes: {geomean(ratios[n]):.2f}")
+        print(f"- {base} / {n}, geomean over {sum(1 for r in ratios[n] if r)} shapes: {_geomean(ratios[n]):.2f}")
     for n in names:
         k = sum(1 for r in vs_compile[n] if r)
         if k:
-            print(f"- compile / {n}, geomean over the {k} shapes compile was timed on: {geomean(vs_compile[n]):.2f}")
+            print(f"- compile / {n}, geomean over the {k} shapes compile was timed on: {_geomean(vs_compile[n]):.2f}")
     return 0
 
 
