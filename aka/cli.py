@@ -23,11 +23,18 @@ EVAL_EPILOG = ("exit status: 0 pass; 1 the candidate does not pass (incorrect, f
                "4 aka itself failed (a bug: the traceback is on stderr)")
 
 
+# Options whose value is itself KEY=VALUE (`aka kb compile-check --set BINS=128`): their value stays a word.
+KV_VALUED = ("--set",)
+
+
 def kv_to_flags(argv: list[str]) -> list[str]:
-    """`shape=4096x4096` -> `--shape 4096x4096`; words that are not key=value pass unchanged."""
+    """`shape=4096x4096` -> `--shape 4096x4096`; words that are not key=value pass unchanged, and so
+    does the value of an option in KV_VALUED."""
     out = []
-    for a in argv:
-        if not a.startswith("-") and "=" in a and a.split("=", 1)[0].replace("_", "").replace("-", "").isalnum():
+    for i, a in enumerate(argv):
+        if i and argv[i - 1] in KV_VALUED:
+            out.append(a)
+        elif not a.startswith("-") and "=" in a and a.split("=", 1)[0].replace("_", "").replace("-", "").isalnum():
             k, v = a.split("=", 1)
             out += [f"--{k.replace('_', '-')}", v]
         else:

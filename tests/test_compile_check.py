@@ -62,3 +62,59 @@ def test_ctas_per_sm_takes_the_tightest_of_registers_shared_memory_and_slots():
     assert ctas_per_sm(40, 1, 0) == 32            # block slots
     assert ctas_per_sm(128, 4, 100 * 1024, capability=89) == 0   # an sm_90 tile over the L40S's 100 KB
     assert ctas_per_sm(None, 4, 0) is None and ctas_per_sm(64, 4, 0, capability=75) is None
+
+
+SASS = """
+_k:
+        /*0000*/                   LDC R1, c[0x0][0x28] ;
+        /*0010*/               @P0 BRA `(.L_x_0) ;
+.L_x_1:
+        /*0020*/                   VOTE.ANY R4, PT, P1 ;
+        /*0030*/                   POPC R5, R4 ;
+        /*0040*/              @!P0 BRA `(.L_x_1) ;
+.L_x_0:
+        /*0050*/                   ATOMS.ADD RZ, [R2], R5 ;
+        /*0060*/                   EXIT ;
+.L_x_2:
+        /*0070*/                   BRA `(.L_x_2);
+"""
+
+
+def test_parse_sass_counts_opcodes_and_finds_loop_bodies():
+    from aka.kb.compile_check import parse_sass
+    p = parse_sass(SASS)
+    assert p["instructions"] == 8
+    assert p["ops"]["BRA"] == 3 and p["ops"]["VOTE"] == 1 and p["ops"]["POPC"] == 1 and p["ops"]["ATOMS"] == 1
+    assert p["loops"] == [3]          # VOTE, POPC and the branch back; the forward jump and BRA-to-self are no loops
+
+
+def _loops(kernel: str, launch: str, **params) -> int:
+    from aka.kb.compile_check import compile_check
+    from aka.problem import REPO_ROOT
+    op = "top_k_top_p_filter"
+    r = compile_check(op, str(REPO_ROOT / "knowledge_base" / "kernels" / op / f"{kernel}.py"), params=params or None)
+    assert r.ok, r.error
+    lr = next(lr for lr in r.launches if lr.kernel == launch)
+    assert lr.sass, "nvdisasm gave nothing"
+    return max(lr.sass["loops"])
+
+
+def test_tail_scatter_findings_hold_in_the_offline_compile():
+    """tail_scatter's docstring: tl.histogram's loop grows with its bins (a popcount per bin a lane
+    owns), and per-element atomics compact for less than a block-wide count and prefix sum."""
+    assert _loops("tail_compact", "_hist", BINS=1024) > 2.5 * _loops("tail_compact", "_hist", BINS=128)
+    assert _loops("tail_scatter", "_compact") < 0.6 * _loops("tail_compact", "_compact")
+
+
+def test_compile_check_refuses_a_parameter_the_kernel_does_not_have():
+    from aka.cli import main
+    assert main(["kb", "compile-check", "--op", "top_k_top_p_filter", "--kernel", "tail_scatter",
+                 "--set", "NO_SUCH=1"]) == 2
+    assert main(["kb", "compile-check", "--op", "top_k_top_p_filter", "--kernel", "tail_scatter",
+                 "--set", "BINS"]) == 2
+
+
+def test_kv_words_stay_values_after_set():
+    from aka.cli import kv_to_flags
+    assert kv_to_flags(["compile-check", "--set", "BINS=128", "shape=4096x4096"]) == \
+        ["compile-check", "--set", "BINS=128", "--shape", "4096x4096"]

@@ -106,7 +106,28 @@ def add_parser(sub) -> None:
                    help="bench shape ids to compile for (default: the op's small shapes; full-size shapes "
                         "specialise like the GPU run: 16-divisible sizes vectorise)")
     c.add_argument("--sm", type=int, default=90, help="compute capability (default 90: H100/H200)")
+    c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="compile with this AKA_PARAMS entry changed (repeat for several)")
+    c.add_argument("--ops", type=int, default=0, metavar="N",
+                   help="also list each launch's N most frequent SASS opcodes")
     c.set_defaults(func=cmd_compile_check)
+
+
+def _param_value(text: str):
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _fmt_loops(loops: list[int], most: int = 4) -> str:
+    """Loop bodies in program order, in SASS instructions; past `most`, how many more."""
+    if not loops:
+        return "-"
+    shown = ",".join(str(n) for n in loops[:most])
+    return shown + (f" +{len(loops) - most}" if len(loops) > most else "")
 
 
 def cmd_compile_check(args) -> int:
@@ -120,25 +141,42 @@ def cmd_compile_check(args) -> int:
         print(f"no kernel matches op {args.op or '*'} / kernel {args.kernel or '*'}", file=sys.stderr)
         return 2
     shape_ids = args.shapes.split(",") if args.shapes else None
-    t = Table(title=f"offline compile for sm_{args.sm}" + (f", shapes {args.shapes}" if args.shapes else ""))
+    params = {}
+    for kv in args.set:
+        key, eq, val = kv.partition("=")
+        if not eq or not key:
+            print(f"--set wants KEY=VALUE, got {kv!r}", file=sys.stderr)
+            return 2
+        params[key.strip()] = _param_value(val.strip())
+    title = f"offline compile for sm_{args.sm}" + (f", shapes {args.shapes}" if args.shapes else "")
+    t = Table(title=title + (f", {', '.join(f'{k}={v}' for k, v in params.items())}" if params else ""))
     # ld.g: global loads in the PTX, scalar / vector; smem<4B: shared loads / stores under 4 bytes
     # (compile_check.memory_ops: static counts, each instruction once)
-    for col in ("kernel", "launch", "warps", "smem B", "regs", "spill B", "CTAs/SM", "ld.g s/v", "smem<4B ld/st",
-                "error"):
+    # SASS: instructions in the kernel; loops: each loop body's instructions (compile_check.parse_sass)
+    cols = ["kernel", "launch", "warps", "smem B", "regs", "spill B", "CTAs/SM", "ld.g s/v", "smem<4B ld/st",
+            "SASS", "loops"] + (["top SASS ops"] if args.ops else []) + ["error"]
+    for col in cols:
         t.add_column(col)
     failed = 0
     for k in kernels:
-        r = compile_check(k.parent.name, str(k), shape_ids, capability=args.sm)
+        try:
+            r = compile_check(k.parent.name, str(k), shape_ids, capability=args.sm, params=params or None)
+        except ValueError as e:
+            print(str(e), file=sys.stderr)
+            return 2
         failed += not r.ok
         for lr in r.launches or [None]:
             if lr is None:
-                t.add_row(f"{k.parent.name}/{k.stem}", "-", "-", "-", "-", "-", "-", "-", "-", r.error or "")
+                t.add_row(f"{k.parent.name}/{k.stem}", *["-"] * (len(cols) - 2), r.error or "")
                 continue
-            m = lr.mem or {}
+            m, sa = lr.mem or {}, lr.sass or {}
+            top = ", ".join(f"{op} {n}" for op, n in list(sa.get("ops", {}).items())[:args.ops])
             t.add_row(f"{k.parent.name}/{k.stem}", lr.kernel, str(lr.num_warps), str(lr.shared_bytes),
                       str(lr.registers), str(lr.spill_bytes), str(lr.ctas_per_sm if lr.ctas_per_sm is not None else "-"),
                       f"{m.get('ld_global_scalar', '-')}/{m.get('ld_global_vector', '-')}",
-                      f"{m.get('ld_shared_narrow', '-')}/{m.get('st_shared_narrow', '-')}", lr.error or "")
+                      f"{m.get('ld_shared_narrow', '-')}/{m.get('st_shared_narrow', '-')}",
+                      str(sa.get("instructions", "-")), _fmt_loops(sa.get("loops", [])),
+                      *([top or "-"] if args.ops else []), lr.error or "")
     Console(soft_wrap=True).print(t)
     print(f"{len(kernels)} kernels, {failed} with compile errors")
     return 1 if failed else 0
