@@ -1,4 +1,4 @@
-"""top_k_top_p_filter/tail_compact under the Triton interpreter: its compacted-tail path (mode 1)
+"""top_k_top_p_filter/tail_compact and tail_scatter under the Triton interpreter: the compacted-tail path (mode 1)
 and its exact bisection path (mode 2, forced by a tiny CAP) both equal the op's reference, on the
 op's small shapes and on rows built to hit the edges: ties at the k-th value and at the nucleus
 edge, -inf entries (masked vocabulary), a flat row whose nucleus is most of the row, k = 1,
@@ -6,11 +6,13 @@ p <= 0, and both filters off.
 
 tests/test_kb_kernels.py runs the default configuration (and each declared value alone) on the
 small shapes; here the paths are forced and the inputs are chosen."""
+import pytest
+
 from aka.problem import REPO_ROOT
 from tests.interp_cases import assert_cases_pass
 
 OP = "top_k_top_p_filter"
-KERNEL = REPO_ROOT / "knowledge_base" / "kernels" / OP / "tail_compact.py"
+KERNELS = REPO_ROOT / "knowledge_base" / "kernels" / OP
 
 CASES = r"""
 import importlib.util, json, sys, torch
@@ -56,8 +58,11 @@ for case in json.loads(sys.argv[2]):
 """
 
 
-def test_compacted_tail_and_bisection_paths_match_the_reference():
-    tail = {"BLOCK": 128, "TARGET_PROGS": 16, "BINS": 512}          # several slices a row, mode 1
+# tail_scatter at its coarsest bins: its two-sided top-p mass bound and its per-element atomic
+# compaction (candidates in any order) are what differ from tail_compact
+@pytest.mark.parametrize("kernel,bins", [("tail_compact", 512), ("tail_scatter", 64)])
+def test_compacted_tail_and_bisection_paths_match_the_reference(kernel, bins):
+    tail = {"BLOCK": 128, "TARGET_PROGS": 16, "BINS": bins}         # several slices a row, mode 1
     bisect = {"BLOCK": 128, "TARGET_PROGS": 16, "CAP": 16}          # most rows exceed CAP: mode 2
     cases = [{"rows": rows, "seed": seed, "cfg": cfg}
              for rows, seed in ((["5", "1531"], 5), ("edges", 0))
@@ -65,6 +70,6 @@ def test_compacted_tail_and_bisection_paths_match_the_reference():
     for c in cases:                                                  # JSON-able shapes
         if isinstance(c["rows"], list):
             c["rows"] = [int(v) for v in c["rows"]]
-    rows = assert_cases_pass(CASES, KERNEL, cases, timeout=900)
+    rows = assert_cases_pass(CASES, KERNELS / f"{kernel}.py", cases, timeout=900)
     edges = [r for r in rows if r["case"]["rows"] == "edges"]
     assert all(r["kept"][0] == 40 and r["kept"][4] == 3 and r["kept"][6] == 700 for r in edges), edges
