@@ -20,9 +20,12 @@ export AKA_CACHE_DIR=$PWD/.gpucache
 . scripts/device_lib.sh; device_env; use_xdist
 device_provenance > $OUT/provenance.txt 2>&1; liger_install $OUT/provenance.txt $OUT/install.log; cat $OUT/provenance.txt
 timeout 60 python3 -m aka.cli hw calibrate > $OUT/calibration.json 2> $OUT/calibration.log; echo "[calibrate rc=$? $(( $(date +%s) - T0 ))s]"
-timeout 90 python3 scripts/probe_kernel_launches.py top_k_top_p_filter tail_compact --shapes 0,2,7,13 \
+timeout 75 python3 scripts/probe_kernel_launches.py top_k_top_p_filter tail_compact --shapes 2,7,0,13 \
   --set BINS=512 --set BINS=256 --set BINS=128 --set BLOCK=1024 --set TARGET_PROGS=1056 --set num_warps=4 --out $OUT/topk_launches.json \
   > $OUT/topk_launches.log 2>&1; echo "[launch probe rc=$? $(( $(date +%s) - T0 ))s]"; tail -20 $OUT/topk_launches.log
+timeout 45 python3 scripts/probe_kernel_launches.py top_k_top_p_filter tail_scatter --shapes 2,7 \
+  --set BINS=64 --set BINS=256 --set num_warps=4 --out $OUT/topk_scatter_launches.json \
+  > $OUT/topk_scatter_launches.log 2>&1; echo "[scatter probe rc=$? $(( $(date +%s) - T0 ))s]"; tail -12 $OUT/topk_scatter_launches.log
 [[ $SKIP == *peers* ]] || { AKA_GPU_RESULTS=$OUT/peers_gpu.jsonl timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu \
   tests/gpu/test_peers_gpu.py -k "gpu_only or flex" -rA --junitxml=$OUT/junit_peers.xml > $OUT/peers_gpu.log 2>&1
   echo "[peers rc=$? $(( $(date +%s) - T0 ))s]"; tail -6 $OUT/peers_gpu.log; }
@@ -32,10 +35,11 @@ timeout 90 python3 scripts/probe_kernel_launches.py top_k_top_p_filter tail_comp
 [[ $SKIP == *probe* ]] || { timeout 50 python3 scripts/probe_gemm_peer.py --shapes 4,15,7,6 --out $OUT/gemm_probe.json \
   > $OUT/gemm_probe.log 2>&1; echo "[probe rc=$? $(( $(date +%s) - T0 ))s]"; tail -8 $OUT/gemm_probe.log; }
 kb_copy /tmp/kbv; touch /tmp/kbv/stamp
-# on an H200 the stale verdicts that move the suite score most go first (fused_moe carries 0.24 of its
-# weight and grouped_dispatch has no current H200 verdict), then MLA and the new top-k kernel
-FIRST=mla_decode_attention
-(( ON_H200 )) && FIRST=fused_moe,mla_decode_attention,top_k_top_p_filter
+# on an H200 the stale verdicts that move the suite score most come next (fused_moe carries 0.24 of
+# its weight and grouped_dispatch has no current H200 verdict), then MLA
+# top_k first on either card: tail_scatter (2026-12-06, after the SASS count) has no GPU verdict
+FIRST=top_k_top_p_filter,mla_decode_attention
+(( ON_H200 )) && FIRST=top_k_top_p_filter,fused_moe,mla_decode_attention
 t=$(( $(left) - 25 ))
 timeout --signal=INT --kill-after=10 "$t" python3 -m aka.cli kb verify --kb /tmp/kbv/knowledge_base --device cuda \
   --shapes all --jobs 4 --unlock-compiles ${AKA_KBV_OPS:+--op $AKA_KBV_OPS} --missing-first \
