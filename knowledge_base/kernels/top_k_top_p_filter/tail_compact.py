@@ -64,8 +64,14 @@ Measured on an H100, 2026-12-06, all 14 shapes, beside radix_split in one kb ver
 - But only 0.008-0.085 of the datasheet roofline: 956 us at 256 x 128k, where the bytes take
   about 200 us.
 - Time grows at 3.7-5.5 us a row, so one launch runs far below bandwidth. Suspects: the
-  1024-bin histogram and the per-row bisection. scripts/probe_kernel_launches.py times each
-  launch; it has not run on a GPU yet.
+  1024-bin histogram and the per-row bisection.
+- Each launch timed alone on an H100 the same afternoon (scripts/probe_kernel_launches.py,
+  results/h100/device-2026-12-06b/): the histogram took 657.5 of 1024.6 us at 256 x 128k. At
+  512 x 152k it took 1477.4 of 3383.8 us, and the finish another 1197.9 us: rows whose one-sided
+  top-p bound failed went to the whole-row bisection.
+  - The SASS shows why the histogram is slow: 1327 instructions per 2048-element trip at 1024 bins.
+  - kernels/top_k_top_p_filter/tail_scatter fixes both (128 bins, a two-sided bound, atomic
+    compaction): 2.4x this kernel, 0.17-0.25 of the roofline.
 
 Correctness notes:
 - d = M - x is one fp32 subtraction and the scaling by BINS / 64 is exact (a power of two), so

@@ -17,9 +17,8 @@ Why a second kernel. tail_compact reads each row 4 times and writes it once, yet
 of the datasheet roofline on an H100 (956 us at 256 x 128k, where its bytes take about 200 us;
 results/h100/device-2026-12-06/topk_side_by_side.md). Its SASS, read offline
 (`aka kb compile-check --op top_k_top_p_filter --kernel tail_compact --shapes 2`), shows where its
-time likely goes: its loops issue far more instructions than its bytes need (instruction-bound, by
-this count; no GPU run has timed the launches apart yet). Per 2048-element trip of 8 warps, the
-loops run:
+time goes: its loops issue far more instructions than its bytes need. Per 2048-element trip of 8
+warps, the loops run:
 
 | launch | tail_compact | tail_scatter |
 |---|---|---|
@@ -65,6 +64,30 @@ one ATOMG for them), 8 a trip.
 The prediction, before any GPU run: the loops' instructions fall from 2337 to 997 a trip (2.3x).
 If issue stays the limit, 256 x 128k should drop from 956 us toward 400-450 us on the H100, about
 0.2 of the roofline.
+
+Measured on an H100, 2026-12-06 (results/h100/device-2026-12-06b/):
+- Each launch timed alone (scripts/probe_kernel_launches.py; not harness verdicts):
+
+  | launch, us | 256 x 128k: tail_compact | tail_scatter | 512 x 152k: tail_compact | tail_scatter |
+  |---|---|---|---|---|
+  | _stats | 90.7 | 79.9 | 138.9 | 143.4 |
+  | _hist | 657.5 | 109.3 | 1477.4 | 241.7 |
+  | _compact | 150.0 | 62.3 | 332.6 | 155.4 |
+  | _finish | 27.5 | 27.8 | 1197.9 | 46.9 |
+  | _write | 88.7 | 88.9 | 214.9 | 214.9 |
+  | forward | 1024.6 | 379.6 | 3383.8 | 816.3 |
+
+  - The histogram was the bottleneck the SASS count pointed to (6.0x faster at 128 bins).
+  - At 512 x 152k, tail_compact's finish took 1.2 ms: rows whose one-sided bound failed went to
+    the whole-row bisection even at 1024 bins. The two-sided bound sent none there (47 us).
+  - BINS 64 was 4% faster again (365.4 and 802.1 us), and BINS 256 slower (422.7, 929.5).
+- Harness (kb verify, all 14 shapes, beside radix_split and pivot_search in one run): pass.
+  - 6.06x radix_split (geomean, 2.05x to 8.53x).
+  - 5.61x torch.compile on the 5 shapes compile was timed on.
+  - 337.6 us at 256 x 128k, 0.23 of the datasheet roofline; 0.17-0.25 on every shape with 16
+    rows or more.
+- Against tail_compact's records from the morning's run (another H100 of the same model):
+  2.44x geomean, 2.8-2.9x on the large shapes.
 
 The rest is tail_compact's design (its docstring has the passes, the bin arithmetic and the mass
 bounds):
