@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# PREPARED, NOT RUN: the next session's first device call (2026-12-06 got two short ones, call1.sh
+# PREPARED, its steps below not yet run: the next session's first device call (2026-12-06 got two short ones, call1.sh
 # and call2.sh beside this file). It replaces results/h100/device-2026-12-05d/next_call.sh, whose
 # steps are here too:
-# - which of tail_compact's six launches takes the time (scripts/probe_kernel_launches.py). It ran
-#   at 0.01-0.085 of the roofline on the H100, where about 0.2 was predicted.
+# (its first call ran on 2026-12-06 with AKA_SKIP="adv probe peers": ../device-2026-12-06b/; the
+#  launch probe it had is gone, done)
 # - the peers' GPU tests left after call 2's timeout (softcap and MLA flex, the fla peers, rope).
 # - the adversarial case that met a full GPU, alone.
 # - the cuBLAS probe.
@@ -20,12 +20,7 @@ export AKA_CACHE_DIR=$PWD/.gpucache
 . scripts/device_lib.sh; device_env; use_xdist
 device_provenance > $OUT/provenance.txt 2>&1; liger_install $OUT/provenance.txt $OUT/install.log; cat $OUT/provenance.txt
 timeout 60 python3 -m aka.cli hw calibrate > $OUT/calibration.json 2> $OUT/calibration.log; echo "[calibrate rc=$? $(( $(date +%s) - T0 ))s]"
-timeout 75 python3 scripts/probe_kernel_launches.py top_k_top_p_filter tail_compact --shapes 2,7,0,13 \
-  --set BINS=512 --set BINS=256 --set BINS=128 --set BLOCK=1024 --set TARGET_PROGS=1056 --set num_warps=4 --out $OUT/topk_launches.json \
-  > $OUT/topk_launches.log 2>&1; echo "[launch probe rc=$? $(( $(date +%s) - T0 ))s]"; tail -20 $OUT/topk_launches.log
-timeout 45 python3 scripts/probe_kernel_launches.py top_k_top_p_filter tail_scatter --shapes 2,7 \
-  --set BINS=64 --set BINS=256 --set num_warps=4 --out $OUT/topk_scatter_launches.json \
-  > $OUT/topk_scatter_launches.log 2>&1; echo "[scatter probe rc=$? $(( $(date +%s) - T0 ))s]"; tail -12 $OUT/topk_scatter_launches.log
+# the launch probes of tail_compact and tail_scatter ran on 2026-12-06 (../device-2026-12-06b/)
 [[ $SKIP == *peers* ]] || { AKA_GPU_RESULTS=$OUT/peers_gpu.jsonl timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu \
   tests/gpu/test_peers_gpu.py -k "gpu_only or flex" -rA --junitxml=$OUT/junit_peers.xml > $OUT/peers_gpu.log 2>&1
   echo "[peers rc=$? $(( $(date +%s) - T0 ))s]"; tail -6 $OUT/peers_gpu.log; }
@@ -37,8 +32,8 @@ timeout 45 python3 scripts/probe_kernel_launches.py top_k_top_p_filter tail_scat
 kb_copy /tmp/kbv; touch /tmp/kbv/stamp
 # on an H200 the stale verdicts that move the suite score most come next (fused_moe carries 0.24 of
 # its weight and grouped_dispatch has no current H200 verdict), then MLA
-# top_k first on either card: tail_scatter (2026-12-06, after the SASS count) has no GPU verdict
-FIRST=top_k_top_p_filter,mla_decode_attention
+# top_k first on an H200: tail_scatter has an H100 verdict only (../device-2026-12-06b/)
+FIRST=mla_decode_attention
 (( ON_H200 )) && FIRST=top_k_top_p_filter,fused_moe,mla_decode_attention
 t=$(( $(left) - 25 ))
 timeout --signal=INT --kill-after=10 "$t" python3 -m aka.cli kb verify --kb /tmp/kbv/knowledge_base --device cuda \
