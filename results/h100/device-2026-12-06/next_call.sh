@@ -9,7 +9,8 @@
 # - the cuBLAS probe.
 # - kb verify of what lacks a verdict on the card that comes, MLA first, records packed.
 #   here: bash scripts/pre_device.sh; the device: OUT=$OUT bash results/h100/device-2026-12-06/next_call.sh
-#   (carry .gpucache and .whl; AKA_SKIP="adv probe" leaves those out of a short call)
+#   (carry .gpucache and .whl; AKA_SKIP="adv probe" leaves those out of a short call); everything comes
+#   back as out.tgz: tar xzf <files_at>/out.tgz -C <a results folder>
 set -uo pipefail
 T0=$(date +%s); DEADLINE=${AKA_DEADLINE_S:-560}
 # on an H200 the call's time goes to verdicts (the peers' tests, the adversarial case and the cuBLAS
@@ -17,6 +18,11 @@ T0=$(date +%s); DEADLINE=${AKA_DEADLINE_S:-560}
 ON_H200=0; nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && ON_H200=1
 SKIP=${AKA_SKIP-$( (( ON_H200 )) && echo "adv probe peers")}
 export AKA_CACHE_DIR=$PWD/.gpucache
+# everything under $OUT leaves as one archive, even when the deadline kills a step: on 2026-12-06 two of
+# ten loose files did not come back (the reply's file-count limit)
+pack() { ( cd "$OUT" && tar czf /tmp/next_call_out.tgz --exclude=out.tgz . && find . -mindepth 1 -delete \
+  && mv /tmp/next_call_out.tgz out.tgz ); }
+trap pack EXIT
 . scripts/device_lib.sh; device_env; use_xdist
 device_provenance > $OUT/provenance.txt 2>&1; liger_install $OUT/provenance.txt $OUT/install.log; cat $OUT/provenance.txt
 timeout 60 python3 -m aka.cli hw calibrate > $OUT/calibration.json 2> $OUT/calibration.log; echo "[calibrate rc=$? $(( $(date +%s) - T0 ))s]"
