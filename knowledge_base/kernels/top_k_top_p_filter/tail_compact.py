@@ -71,7 +71,7 @@ Measured on an H100, 2026-12-06, all 14 shapes, beside radix_split in one kb ver
   top-p bound failed went to the whole-row bisection.
   - The SASS shows why the histogram is slow: 1327 instructions per 2048-element trip at 1024 bins.
   - kernels/top_k_top_p_filter/tail_scatter fixes both (128 bins, a two-sided bound, atomic
-    compaction): 2.4x this kernel, 0.17-0.25 of the roofline.
+    compaction): 2.4x this kernel, 0.17-0.25 of the roofline from 64 rows up.
 
 Correctness notes:
 - d = M - x is one fp32 subtraction and the scaling by BINS / 64 is exact (a power of two), so

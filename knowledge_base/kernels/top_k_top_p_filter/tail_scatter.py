@@ -84,8 +84,8 @@ Measured on an H100, 2026-12-06 (results/h100/device-2026-12-06b/):
 - Harness (kb verify, all 14 shapes, beside radix_split and pivot_search in one run): pass.
   - 6.06x radix_split (geomean, 2.05x to 8.53x).
   - 5.61x torch.compile on the 5 shapes compile was timed on.
-  - 337.6 us at 256 x 128k, 0.23 of the datasheet roofline; 0.17-0.25 on every shape with 16
-    rows or more.
+  - 337.6 us at 256 x 128k, 0.23 of the datasheet roofline; 0.17-0.25 on every shape with 64
+    rows or more, 0.11 at 16 rows and 0.15 at 32.
 - Against tail_compact's records from the morning's run (another H100 of the same model):
   2.44x geomean, 2.8-2.9x on the large shapes.
 
