@@ -40,6 +40,7 @@ def test_report_of_a_knowledge_base_kernel():
     assert 0 < lr["registers"] <= 255 and lr["spill_bytes"] == 0 and lr["ctas_per_sm"] >= 1
     line = summary_lines(r)[0]
     assert "registers" in line and "no spills" in line and "per SM" in line
+    assert lr["sass_instructions"] > 0 and "SASS instructions" in line   # nvdisasm ships in Triton's wheel
 
 
 def test_a_launch_the_gpu_compiler_refuses_is_reported_and_becomes_a_symptom():
@@ -81,6 +82,12 @@ def test_report_text_is_bounded_data():
     assert len(lr["kernel"]) == 80 and "extra" not in lr
     assert lr["registers"] is None and lr["spill_bytes"] is None and lr["shared_bytes"] is None
     assert lr["ctas_per_sm"] is None and lr["num_warps"] == 4
+    assert lr["sass_instructions"] is None and lr["largest_loop"] is None
+    sass = _clean({"launches": [{"kernel": "k", "sass": {"instructions": 900, "loops": [12, "x", -1, 400],
+                                                         "ops": {"POPC": 256}}}]})["launches"][0]
+    assert sass["sass_instructions"] == 900 and sass["largest_loop"] == 400 and "ops" not in sass
+    assert summary_lines({"available": True, "launches": [dict(sass, num_warps=4, registers=40)]})[0].endswith(
+        "900 SASS instructions (largest loop body 400)")
     assert summary_lines({"available": False, "reason": "no Triton CUDA backend"}) == [
         "offline compile unavailable: no Triton CUDA backend"]
 

@@ -92,6 +92,13 @@ def _clean(raw: dict) -> dict:
             continue
         d = {"kernel": text(lr.get("kernel"), 80) or "?", "error": text(lr.get("error"))}
         d.update({k: num(lr.get(k)) for k in _INT_KEYS})
+        # of the SASS profile only two numbers: the kernel's instructions and its largest loop body,
+        # the issue cost of one trip of its main loop (compile_check.parse_sass)
+        sass = lr.get("sass") if isinstance(lr.get("sass"), dict) else {}
+        loops = [n for n in (num(v) for v in list(sass.get("loops") or [])[:64]) if n is not None] \
+            if isinstance(sass.get("loops"), list) else []
+        d["sass_instructions"] = num(sass.get("instructions"))
+        d["largest_loop"] = max(loops) if loops else None
         launches.append(d)
     return {"available": bool(raw.get("available", True)), "ok": bool(raw.get("ok")),
             "error": text(raw.get("error"), 300), "reason": text(raw.get("reason"), 300), "launches": launches}
@@ -123,7 +130,12 @@ def summary_lines(report: dict | None, limit: int = 8) -> list[str]:
         spill = f", {lr['spill_bytes']} B spilled" if lr.get("spill_bytes") else ", no spills"
         ctas = f", {lr['ctas_per_sm']} program(s) per SM" if lr.get("ctas_per_sm") is not None else ""
         nw = lr.get('num_warps')
-        out.append(f"{lr['kernel']} ({nw} warp{'' if nw == 1 else 's'}): {lr.get('registers')} registers{spill}, {smem}{ctas}")
+        sass = ""
+        if lr.get("sass_instructions"):
+            sass = f", {lr['sass_instructions']} SASS instructions" + (
+                f" (largest loop body {lr['largest_loop']})" if lr.get("largest_loop") else "")
+        out.append(f"{lr['kernel']} ({nw} warp{'' if nw == 1 else 's'}): {lr.get('registers')} registers{spill}, "
+                   f"{smem}{ctas}{sass}")
     return out
 
 
