@@ -56,3 +56,23 @@ def trim(text: str | None, limit: int) -> str:
     """The last `limit` characters of a text (a traceback's last frames say the most), marked as cut."""
     text = (text or "").strip()
     return text if len(text) <= limit else "[...]\n" + text[-limit:]
+
+
+def parse_assignments(text: str) -> dict:
+    """`BINS=128,BLOCK=1024` -> {"BINS": 128, "BLOCK": 1024}: kernel parameters as a command line
+    gives them, each value an int, else a float, else the string. ValueError on a pair without a
+    key or an '='."""
+    out = {}
+    for pair in filter(None, (p.strip() for p in text.split(","))):
+        key, eq, val = pair.partition("=")
+        if not eq or not key.strip():
+            raise ValueError(f"KEY=VALUE wanted, got {pair!r}")
+        val = val.strip()
+        for cast in (int, float):
+            try:
+                val = cast(val)
+                break
+            except ValueError:
+                pass
+        out[key.strip()] = val
+    return out

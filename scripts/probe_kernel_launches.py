@@ -22,20 +22,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _variant(spec: str) -> dict:
-    out = {}
-    for kv in filter(None, spec.split(",")):
-        k, _, v = kv.partition("=")
-        out[k] = int(v) if v.lstrip("-").isdigit() else float(v) if v.replace(".", "", 1).isdigit() else v
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     import torch
     import triton
 
     from aka.evaluate.loader import ProblemRuntime, import_file
     from aka.problem import load_problem
+    from aka.util import parse_assignments
     ap = argparse.ArgumentParser()
     ap.add_argument("op")
     ap.add_argument("kernel", help="knowledge_base/kernels/OP/KERNEL.py, by name")
@@ -76,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         f.run = timed(n, f.run)
     report = {"op": a.op, "kernel": a.kernel, "device": torch.cuda.get_device_name() if cuda else "cpu (interpreter)",
               "defaults": defaults, "rows": []}
-    variants = [{}] + [_variant(s) for s in a.set]
+    variants = [{}] + [parse_assignments(s) for s in a.set]
     for sid in a.shapes.split(","):
         spec = prob.select(sid)[0].to_json()
         init, kw = rt.init_args(spec)

@@ -92,7 +92,8 @@ def _loops(kernel: str, launch: str, **params) -> int:
     from aka.kb.compile_check import compile_check
     from aka.problem import REPO_ROOT
     op = "top_k_top_p_filter"
-    r = compile_check(op, str(REPO_ROOT / "knowledge_base" / "kernels" / op / f"{kernel}.py"), params=params or None)
+    r = compile_check(op, str(REPO_ROOT / "knowledge_base" / "kernels" / op / f"{kernel}.py"), params=params or None,
+                      sass=True)
     assert r.ok, r.error
     lr = next(lr for lr in r.launches if lr.kernel == launch)
     assert lr.sass, "nvdisasm gave nothing"

@@ -95,10 +95,9 @@ def _clean(raw: dict) -> dict:
         # of the SASS profile only two numbers: the kernel's instructions and its largest loop body,
         # the issue cost of one trip of its main loop (compile_check.parse_sass)
         sass = lr.get("sass") if isinstance(lr.get("sass"), dict) else {}
-        loops = [n for n in (num(v) for v in list(sass.get("loops") or [])[:64]) if n is not None] \
-            if isinstance(sass.get("loops"), list) else []
+        loops = sass.get("loops") if isinstance(sass.get("loops"), list) else []
         d["sass_instructions"] = num(sass.get("instructions"))
-        d["largest_loop"] = max(loops) if loops else None
+        d["largest_loop"] = max((n for n in map(num, loops[:64]) if n is not None), default=None)
         launches.append(d)
     return {"available": bool(raw.get("available", True)), "ok": bool(raw.get("ok")),
             "error": text(raw.get("error"), 300), "reason": text(raw.get("reason"), 300), "launches": launches}
@@ -151,7 +150,8 @@ def _child(job_path: str) -> int:
 
     from aka.kb.compile_check import compile_check
     try:
-        rep = compile_check(job["problem"], job["candidate"], job["shapes"] or None, capability=job["capability"])
+        rep = compile_check(job["problem"], job["candidate"], job["shapes"] or None, capability=job["capability"],
+                            sass=True)
         out = {"available": True, "ok": rep.ok, "error": rep.error,
                "launches": [{k: v for k, v in asdict(lr).items() if k != "constants" and k != "mem"}
                             for lr in rep.launches]}

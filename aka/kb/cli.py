@@ -113,15 +113,6 @@ def add_parser(sub) -> None:
     c.set_defaults(func=cmd_compile_check)
 
 
-def _param_value(text: str):
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text
-
-
 def _fmt_loops(loops: list[int], most: int = 4) -> str:
     """Loop bodies in program order, in SASS instructions; past `most`, how many more."""
     if not loops:
@@ -136,18 +127,19 @@ def cmd_compile_check(args) -> int:
 
     from aka.kb.compile_check import compile_check
     from aka.problem import REPO_ROOT
+    from aka.util import parse_assignments
     kernels = sorted((REPO_ROOT / "knowledge_base" / "kernels").glob(f"{args.op or '*'}/{args.kernel or '*'}.py"))
     if not kernels:
         print(f"no kernel matches op {args.op or '*'} / kernel {args.kernel or '*'}", file=sys.stderr)
         return 2
     shape_ids = args.shapes.split(",") if args.shapes else None
     params = {}
-    for kv in args.set:
-        key, eq, val = kv.partition("=")
-        if not eq or not key:
-            print(f"--set wants KEY=VALUE, got {kv!r}", file=sys.stderr)
-            return 2
-        params[key.strip()] = _param_value(val.strip())
+    try:
+        for kv in args.set:
+            params.update(parse_assignments(kv))
+    except ValueError as e:
+        print(f"--set: {e}", file=sys.stderr)
+        return 2
     title = f"offline compile for sm_{args.sm}" + (f", shapes {args.shapes}" if args.shapes else "")
     t = Table(title=title + (f", {', '.join(f'{k}={v}' for k, v in params.items())}" if params else ""))
     # ld.g: global loads in the PTX, scalar / vector; smem<4B: shared loads / stores under 4 bytes
@@ -160,7 +152,8 @@ def cmd_compile_check(args) -> int:
     failed = 0
     for k in kernels:
         try:
-            r = compile_check(k.parent.name, str(k), shape_ids, capability=args.sm, params=params or None)
+            r = compile_check(k.parent.name, str(k), shape_ids, capability=args.sm, params=params or None,
+                              sass=True)
         except ValueError as e:
             print(str(e), file=sys.stderr)
             return 2

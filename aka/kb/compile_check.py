@@ -99,41 +99,31 @@ def parse_sass(text: str) -> dict:
     (`aka kb compile-check --op top_k_top_p_filter --kernel tail_compact --shapes 2 --set BINS=128`),
     because Triton 3.6's tl.histogram counts every bin a lane owns by popcount of ballots."""
     ops: dict[str, int] = {}
-    labels: dict[str, int] = {}
-    branches: list[tuple[int, str]] = []
-    order: list[int] = []
-    pending: list[str] = []
+    labels: dict[str, int] = {}              # label -> index of the instruction after it
+    branches: list[tuple[int, str]] = []     # (index of the branch, its target label)
+    n = 0
     for line in text.splitlines():
         lab = _SASS_LABEL.match(line)
         if lab:
-            pending.append(lab.group(1))
+            labels[lab.group(1)] = n
             continue
         m = _SASS_INS.match(line)
         if not m:
             continue
-        at = int(m.group(1), 16)
-        for name in pending:
-            labels[name] = at
-        pending = []
-        order.append(at)
         ops[m.group(2)] = ops.get(m.group(2), 0) + 1
         b = _SASS_BRANCH.search(line)
         if b:
-            branches.append((at, b.group(1)))
-    loops = []
-    for at, target in branches:
-        start = labels.get(target)
-        if start is not None and start < at:      # backward; "BRA to itself" after EXIT is no loop
-            loops.append(sum(1 for a in order if start <= a <= at))
-    return {"instructions": len(order), "ops": dict(sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))),
-            "loops": loops}
+            branches.append((n, b.group(1)))
+        n += 1
+    # backward branches only; "BRA to itself" after EXIT is no loop
+    loops = [at - labels[t] + 1 for at, t in branches if t in labels and labels[t] < at]
+    return {"instructions": n, "ops": dict(sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))), "loops": loops}
 
 
 def sass_profile(cubin: bytes | None) -> dict:
     """parse_sass() of a compiled kernel, disassembled by the nvdisasm that ships with Triton; {} when
     there is no cubin or no nvdisasm (the other columns of the report do not need it)."""
-    import triton
-    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "nvdisasm")
+    tool = _triton_tool("nvdisasm")
     if not cubin or not os.path.exists(tool):
         return {}
     with tempfile.NamedTemporaryFile("wb", suffix=".cubin", delete=False) as f:
@@ -152,9 +142,14 @@ class CompileReport:
     error: str | None = None
 
 
-def _ptxas_info(ptx: str, arch: str) -> tuple[int | None, int | None]:
+def _triton_tool(name: str) -> str:
+    """A CUDA tool that ships in Triton's wheel (ptxas, nvdisasm), by path."""
     import triton
-    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+    return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", name)
+
+
+def _ptxas_info(ptx: str, arch: str) -> tuple[int | None, int | None]:
+    ptxas = _triton_tool("ptxas")
     with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
         f.write(ptx)
     try:
@@ -211,9 +206,11 @@ def _signature(fn, args, kwargs):
 
 
 @contextlib.contextmanager
-def compiling_launches(report: CompileReport, capability: int = 90):
+def compiling_launches(report: CompileReport, capability: int = 90, sass: bool = False):
     """While active, every @triton.jit launch is compiled for `capability` instead of run, once per
-    distinct specialisation, into `report.launches` (scripts/check_gemm_grid.py uses it directly)."""
+    distinct specialisation, into `report.launches` (scripts/check_gemm_grid.py uses it directly);
+    with `sass`, also disassembled for its sass_profile() (about 0.4 s a launch: the CLI and the
+    agent's compile report want it, the knowledge base's compile tests do not)."""
     import triton
     import triton.runtime.jit as jit
     from triton.backends.compiler import GPUTarget
@@ -238,7 +235,7 @@ def compiling_launches(report: CompileReport, capability: int = 90):
             lr.shared_bytes = k.metadata.shared
             lr.registers, lr.spill_bytes = _ptxas_info(k.asm["ptx"], arch)
             lr.mem = memory_ops(k.asm["ptx"])
-            lr.sass = sass_profile(k.asm.get("cubin"))
+            lr.sass = sass_profile(k.asm.get("cubin")) if sass else {}
             lr.ctas_per_sm = ctas_per_sm(lr.registers, nw, lr.shared_bytes, capability)
         except Exception as e:  # noqa: BLE001 - the compiler's refusal is the finding
             lr.error = f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:300] if str(e).strip() else ''}"
@@ -256,10 +253,10 @@ def compiling_launches(report: CompileReport, capability: int = 90):
 
 
 def compile_check(op: str, candidate: str, shape_ids: list[str] | None = None, capability: int = 90,
-                  params: dict | None = None) -> CompileReport:
+                  params: dict | None = None, sass: bool = False) -> CompileReport:
     """Compile every launch `candidate`'s forward makes on `op`'s shapes (default: its small
-    shapes), with `params` over its AKA_PARAMS when given. Inputs are built on the CPU; kernels
-    never run."""
+    shapes), with `params` over its AKA_PARAMS when given, each launch's SASS profiled with `sass`.
+    Inputs are built on the CPU; kernels never run."""
     import torch
 
     from aka.evaluate.loader import ProblemRuntime, call, import_file
@@ -291,7 +288,7 @@ def compile_check(op: str, candidate: str, shape_ids: list[str] | None = None, c
         mod.AKA_PARAMS = dict(mod.AKA_PARAMS, **params)
     cls = getattr(mod, "ModelNew", None) or getattr(mod, "Model")
     report = CompileReport(ok=True)
-    with compiling_launches(report, capability):
+    with compiling_launches(report, capability, sass):
         for shape in shapes:
             torch.manual_seed(0)
             model = cls(*rt.init_args(shape.to_json())[0], **rt.init_args(shape.to_json())[1])
