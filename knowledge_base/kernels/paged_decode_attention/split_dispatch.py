@@ -49,12 +49,11 @@ Design:
   split grid kept batch 1 x 32768 and 8 x 32768 with two KV heads, where too few tiles exist for
   equal shares to matter. Harness: 0.71-1.00 of the measured copy ceiling, median 0.88.
 - Head dims that are not powers of two (small shapes: 24, 48, 80) are padded with masks.
-- Not yet tried on a GPU: the split path loads each tile's block-table entries in the same
-  iteration as the K/V tiles they address, where the balanced path loads them one iteration
-  ahead. The split path serves batch 1 and 8 x 32768 (shapes 0 and 6), the two shapes farthest
-  from the copy ceiling (0.73 and 0.71). Commit cf65409 adds that prefetch as a global switch
-  (PAGE_PREFETCH) with its A/B; offline sm_90a it takes 118 -> 158 registers at BN 64 on 4 warps
-  (4 -> 3 programs per SM), so the gain is not a given.
+- Tried on a GPU and reverted: loading the split path's next block-table entries one iteration
+  ahead, as the balanced path does (commit cf65409, switch PAGE_PREFETCH). On the H100 it made
+  the two split-path shapes slower (batch 1 x 32768 57.3 -> 64.0 us, 8 x 32768 64.2 -> 77.9 us):
+  118 -> 158 registers at BN 64 on 4 warps took 4 -> 3 programs per SM, and the lost program
+  hid more latency than the early page index saved (ops/paged_decode_attention, Tuning knobs).
 """
 import math
 
