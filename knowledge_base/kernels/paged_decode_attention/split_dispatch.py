@@ -50,10 +50,9 @@ Design:
   equal shares to matter. Harness: 0.71-1.00 of the measured copy ceiling, median 0.88.
 - Head dims that are not powers of two (small shapes: 24, 48, 80) are padded with masks.
 - Tried on a GPU and reverted: loading the split path's next block-table entries one iteration
-  ahead, as the balanced path does (commit cf65409, switch PAGE_PREFETCH). On the H100 it made
-  the two split-path shapes slower (batch 1 x 32768 57.3 -> 64.0 us, 8 x 32768 64.2 -> 77.9 us):
-  118 -> 158 registers at BN 64 on 4 warps took 4 -> 3 programs per SM, and the lost program
-  hid more latency than the early page index saved (ops/paged_decode_attention, Tuning knobs).
+  ahead, as the balanced path does (commit cf65409, PAGE_PREFETCH). On the H100 the two
+  split-path shapes got slower (1 x 32768 57.3 -> 64.0 us, 8 x 32768 64.2 -> 77.9 us): 118 -> 158
+  registers cost a program per SM (ops/paged_decode_attention, Tuning knobs).
 """
 import math
 
