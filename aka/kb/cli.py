@@ -9,7 +9,8 @@ from pathlib import Path
 DEV_FILES = ("dev_queries.yaml", "dev_kernel_queries.yaml", "dev3_queries.yaml", "dev4_queries.yaml",
              "dev5_queries.yaml", "dev6_queries.yaml")
 # held-out sets, each reported apart (aggregates only): written by different people at different times
-HELDOUT_FILES = ("heldout_queries.yaml", "heldout2_queries.yaml", "heldout3_queries.yaml", "heldout4_queries.yaml")
+HELDOUT_FILES = ("heldout_queries.yaml", "heldout2_queries.yaml", "heldout3_queries.yaml", "heldout4_queries.yaml",
+                 "heldout5_queries.yaml")
 
 
 def add_parser(sub) -> None:
