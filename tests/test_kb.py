@@ -585,6 +585,7 @@ def _fake_eval(status):
     def run(op, path, shapes=None, config=None):
         from aka.problem import load_problem
         calls.append((op, Path(path).name, shapes, config.device))
+        assert config.peer is False  # a record keeps no peer figure: the peer's check is not paid per kernel
         ids = [s.id for s in load_problem(op).select(shapes)]  # a result covers what was selected
         return EvalResult(status=status, reason="all stages passed", problem=op, device=config.device,
                           shapes=[ShapeResult(i, "num_tokens=7", correct=True) for i in ids],

@@ -185,8 +185,13 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
             try:
                 if not force and is_current(p, device, spec, gpu):
                     return p, "skipped"
+                # no peer: a kernel's record keeps no peer figure (SHAPE_KEYS), and checking one is the
+                # op's cost, not the kernel's; with flex_attention peers it was most of it (2026-12-06,
+                # H100: four MLA kernels each compiled the same flex peer shape by shape and all four
+                # timed out at 283 s on shape 3 of 14). Peers are measured by `aka bench peers` and
+                # `aka bench run --impl peer`, once per op.
                 cfg = EvalConfig(device=device, timing=timing and device != "cpu", unlock_compiles=unlock_compiles,
-                                 sandbox=SandboxConfig(timeout_s=timeout_s))
+                                 sandbox=SandboxConfig(timeout_s=timeout_s), peer=False)
                 try:
                     res = run(kernel_op(p), p, shapes=spec.split("/")[0], config=cfg)
                 except ProblemError as e:
