@@ -93,6 +93,13 @@ AGG_CHUNKS = 1
 # bullets, one window each (464): dev top-1 0.882 -> 0.941 and dev6 0.817 -> 0.822, but kernel dev
 # top-1 0.500 -> 0.425, dev3 0.975 -> 0.950, dev4 0.917 -> 0.900. Neither adopted: the extra vectors
 # match as often by accident as by meaning.
+# Also tried (2026-12-06, eleventh session, tuning and dev sets only): (a) maximal marginal relevance
+# over the first 8 or 12 documents (cosine between mean chunk embeddings, lambda 0.6-0.95): no set
+# gained, the summed recall@5 + top-1 over the seven sets fell 12.363 -> 12.357 at 0.95 and 12.253 at
+# 0.6. (b) A query cut into clauses (at : ; ? , "but", "while", "with"), each clause ranked on its own
+# and RRF-fused into the whole query's ranking at weight 0.5-2 (the whole query's first result kept
+# first): the sum fell 12.300 -> 12.276 at best; the kernel dev set and dev6 lost most (0.971 -> 0.946,
+# 0.833 -> 0.824). A clause alone names less of the op, and the op's siblings fill its places.
 # A section's heading names what the section answers ("Accumulation dtype", "num_stages", "What you
 # see"), yet in BM25 it weighs as one line among a section's dozen. The lexical index counts the
 # heading HEAD_REPEAT more times (the embedded text is unchanged: no re-embedding). Chosen on the tuning,
