@@ -44,6 +44,21 @@ for op in ${AKA_OPT_OPS:-gemm_bf16 prefill_attention}; do
   (
     s=$(date +%s)
     wall=${AKA_OPT_WALL:-330}
+    # a run timed on another card (the H100's run carried to an H200) is set aside, not resumed:
+    # `aka optimize resume=` refuses to compare times across devices (aka/agent/cli.py check_same_hardware)
+    if [[ -f $RUNS/optimize-$op/events.jsonl ]]; then
+      other=$(python3 -c "import sys
+from aka.agent.cli import hardware_in_hand
+from aka.agent.store import RunStore
+from aka.evaluate.api import resolve_device
+ran, here = RunStore.open(sys.argv[1], sys.argv[2]).measured_on(), hardware_in_hand(resolve_device(None))
+print(ran if ran and ran != here else '')" "$RUNS" "optimize-$op" 2>/dev/null)
+      if [[ -n $other ]]; then
+        aside="$RUNS/optimize-$op.$(tr -c 'A-Za-z0-9\n' _ <<< "$other")"; rm -rf "$aside"
+        mv "$RUNS/optimize-$op" "$aside"
+        echo "[optimize $op: the cached run was timed on $other; set aside as ${aside##*/}, a new run here]" >> "$W/steps.txt"
+      fi
+    fi
     if [[ -f $RUNS/optimize-$op/events.jsonl ]]; then   # a cut-off run: go on, with this call's wall on top
       how="resume=optimize-$op"                          # of what the run has used (the budget is the run's)
       wall=$(python3 -c "import json,sys; print(round(json.load(open(sys.argv[1])).get('wall_s', 0) + $wall))" \

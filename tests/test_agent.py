@@ -364,6 +364,29 @@ def test_file_retriever_ranks_op_then_category_and_prefers_untried_techniques(tm
 
 # -- run store and resume state ----------------------------------------------------------------------
 
+def test_a_run_timed_on_one_gpu_model_does_not_resume_on_another(tmp_path, capsys):
+    """Resuming compares new candidates with the incumbent's recorded times: a run timed on an H100
+    must not go on where the evaluations are another device's (here the CPU), and says why."""
+    from aka.cli import main
+    store = RunStore.create(tmp_path, "rms-h100")
+    (store.root / "config.yaml").write_text("op: rms_norm\nshape: first\nmodel: offline\n")
+    assert store.measured_on() is None                   # nothing evaluated yet: nothing to compare
+    res = _res(a={"correct": True, "sol": 0.5})
+    res.env = {"device": "cuda", "gpu": "NVIDIA H100 80GB HBM3"}
+    store.save_candidate(Candidate("c0001", 1, GOOD, "whole", result=res, score=Score(0.5, "sol_fraction", {})))
+    store.event("start", op="rms_norm")
+    assert store.measured_on() == "NVIDIA H100 80GB HBM3"
+    assert main(["optimize", "resume=rms-h100", f"runs_dir={tmp_path}", "iters=1", "live=off",
+                 "eval.device=cpu"]) == 2
+    err = capsys.readouterr().err
+    assert "timed on NVIDIA H100 80GB HBM3" in err and "this evaluation device is cpu" in err and "op=rms_norm" in err
+    assert [e["type"] for e in store.events()] == ["start"]  # refused before anything ran
+    cpu = RunStore.create(tmp_path, "rms-cpu")
+    res.env = {"device": "cpu"}
+    cpu.save_candidate(Candidate("c0001", 1, GOOD, "whole", result=res, score=Score(0.5, "pass_rate", {})))
+    assert cpu.measured_on() == "cpu"
+
+
 def test_run_store_appends_and_state_rebuilds_from_it(tmp_path):
     store = RunStore.create(tmp_path, "r1")
     store.event("start", op="x")

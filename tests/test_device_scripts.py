@@ -111,6 +111,19 @@ def test_optimize_script_runs_its_ops_and_packs_each_run(tmp_path):
     wall = int(re.search(r"max_wall_s=(\d+)", steps2).group(1))   # the run's wall so far plus this call's 120 s
     assert 120 <= wall < 200, steps2
     assert "(resumed at round 2)" in log2, log2[-1500:]
+    # a run timed on another card is not resumed (aka optimize would refuse): set aside, a new run
+    c1 = tmp_path / "cache" / "opt-runs" / "optimize-rms_norm" / "candidates" / "c0001.json"
+    rec = json.loads(c1.read_text())
+    rec["result"]["env"] = dict(rec["result"]["env"], gpu="NVIDIA H100 80GB HBM3")
+    c1.write_text(json.dumps(rec))
+    third = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "gpu_optimize.sh")], cwd=REPO_ROOT,
+                           env=dict(env, OUT=str(tmp_path / "out3")), capture_output=True, text=True, timeout=400)
+    assert third.returncode == 0, third.stderr[-2000:]
+    with tarfile.open(tmp_path / "out3" / "opt.tgz") as t:
+        steps3 = t.extractfile("opt/steps.txt").read().decode()
+    assert "timed on NVIDIA H100 80GB HBM3; set aside as optimize-rms_norm.NVIDIA_H100_80GB_HBM3" in steps3, steps3
+    assert "[optimize rms_norm rc=0" in steps3 and " op=rms_norm " in steps3, steps3
+    assert (tmp_path / "cache" / "opt-runs" / "optimize-rms_norm.NVIDIA_H100_80GB_HBM3" / "events.jsonl").is_file()
 
 
 def test_candidates_table_compares_a_runs_candidates_per_shape():

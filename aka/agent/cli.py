@@ -123,12 +123,37 @@ def cmd_optimize(args) -> int:
         problem = load_problem(cfg.op)
         device = resolve_device(None if cfg.eval.device == "auto" else cfg.eval.device)
         task = task_shapes(problem, cfg.shape, device, cfg.eval.cpu_max_elems)
+        if args.resume:
+            check_same_hardware(store, device, cfg.op)
         check_installed(choose_proposer_spec(cfg.model)[0])
         if not args.resume:
             store = RunStore.create(cfg.runs_dir, cfg.run_id or new_run_id(cfg.op))
         return run_optimize(cfg, store, problem, task, console, resumed=bool(args.resume), overrides=dict(pairs))
     except (ConfigError, ProblemError, StoreError, FatalLLMError) as e:
         raise UserError(str(e)) from None
+
+
+def hardware_in_hand(device: str) -> str:
+    """The GPU model a cuda device is (torch's name for it), or "cpu"."""
+    if device.startswith("cuda"):
+        import torch
+        return torch.cuda.get_device_name(torch.device(device))
+    return "cpu"
+
+
+def check_same_hardware(store, device: str, op: str) -> None:
+    """A resumed run goes on only on the hardware it was timed on: its incumbent's objective and
+    its candidates' per-shape times decide what the next round must beat, and a time from another
+    GPU model (an H100 run resumed on an H200, or a CPU run on a GPU) would be compared as if it
+    were this one's."""
+    from aka.errors import UserError
+    ran_on = store.measured_on()
+    here = hardware_in_hand(device)
+    if ran_on is not None and ran_on != here:
+        raise UserError(f"run {store.run_id} was timed on {ran_on}, and this evaluation device is {here}: its "
+                        "candidates' times would be compared with times from another device. Resume it on "
+                        f"{'the CPU' if ran_on == 'cpu' else 'a ' + ran_on}, or start a new run here "
+                        f"(op={op}, the same settings).")
 
 
 def build_proposer(cfg, problem, store, budget, console):

@@ -157,6 +157,20 @@ class RunStore:
             out.append(Candidate.from_record(d, src.read_text() if src.exists() else None))
         return out
 
+    def measured_on(self) -> str | None:
+        """What the run's evaluations were timed on: the GPU model its first evaluated candidate's
+        record names ("cpu" for an interpreter run), None before any evaluation."""
+        for p in sorted(self.cand_dir.glob("c*.json")):
+            try:
+                env = ((json.loads(p.read_text()).get("result") or {}).get("env")) or {}
+            except (OSError, json.JSONDecodeError):
+                continue
+            if env.get("gpu"):
+                return str(env["gpu"])
+            if env.get("device") == "cpu":
+                return "cpu"
+        return None
+
     def totals(self) -> dict:
         p = self.root / "totals.json"
         return json.loads(p.read_text()) if p.exists() else {}
