@@ -37,6 +37,16 @@ if python3 -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)
 fi
 python3 scripts/suite_plan.py "$W/best" "$W/plan.json" ${AKA_SUITE_OPS:+--ops "$AKA_SUITE_OPS"} > "$W/plan.txt" 2>&1 \
   || { echo "suite_plan failed"; cat "$W/plan.txt"; exit 1; }
+# records another card timed (the H100's run carried to an H200) are set aside, not resumed: `aka bench
+# run` refuses to mix GPU models in one records file (aka/bench/run.py other_gpus)
+other=$(python3 -c "import sys, torch
+from aka.bench.run import other_gpus
+from pathlib import Path
+print(','.join(sorted(other_gpus(Path(sys.argv[1]), torch.cuda.get_device_name()))) if torch.cuda.is_available() else '')" "$RUN" 2>/dev/null)
+if [[ -n $other ]]; then
+  aside="$RUN.$(tr -c 'A-Za-z0-9\n' _ <<< "$other")"; rm -rf "$aside"; mv "$RUN" "$aside"
+  echo "[the cached suite run was timed on $other; set aside as ${aside##*/}, a new run here]" | tee -a "$W/steps.txt"
+fi
 t=$(( $(left) - 30 ))
 s=$(date +%s)
 timeout --signal=INT --kill-after=15 "$t" python3 -m aka.cli bench run --impl "$impls" \

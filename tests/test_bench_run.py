@@ -99,6 +99,30 @@ def test_resume_measures_again_what_failed_for_want_of_gpu_memory(tmp_path):
     assert len(rows) == 2 and {r["shape"]: r["status"] for r in rows} == {"0": "pass", "1": "runtime_error"}
 
 
+def test_a_records_file_from_another_gpu_model_is_not_resumed(tmp_path, monkeypatch):
+    """A suite run carried from an H100 to an H200 would report both cards' times side by side:
+    `aka bench run` names the other card and stops before it evaluates anything."""
+    import json
+
+    import pytest
+    import torch
+
+    import aka.bench.run as run_mod
+    from aka.bench.suite import load_suite
+    from aka.errors import UserError
+    recs = [{"impl": "reference", "op": "x", "shape": "0", "device": "cuda", "gpu": "NVIDIA H100 80GB HBM3"},
+            {"impl": "reference", "op": "x", "shape": "1", "device": "cpu", "gpu": None}]
+    (tmp_path / "records.jsonl").write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    assert run_mod.other_gpus(tmp_path, "NVIDIA H100 80GB HBM3") == set()
+    assert run_mod.other_gpus(tmp_path, "NVIDIA H200") == {"NVIDIA H100 80GB HBM3"}
+    monkeypatch.setattr(run_mod, "resolve_device", lambda d: "cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    with pytest.raises(UserError, match="timed on NVIDIA H100 80GB HBM3, and this GPU is NVIDIA H200"):
+        run_mod.run_bench(load_suite(ops=["rms_norm"]), run_mod.RunOptions(impls=["reference"], out=tmp_path))
+    assert len((tmp_path / "records.jsonl").read_text().splitlines()) == 2   # nothing written
+
+
 def test_split_op_baselines_run_as_chunks_first_and_resume_only_missing_shapes(tmp_path, monkeypatch):
     """meta.json `bench.split` spreads an op's baseline shapes over several jobs, started before the
     other ops; the records are those of one unsplit run, and a resumed run evaluates only the shapes

@@ -167,8 +167,23 @@ def has_peer(problem) -> bool:
         return True  # its evaluation says what is wrong with the entry
 
 
+def other_gpus(out: Path, here: str) -> set[str]:
+    """GPU models other than `here` that timed records already in `out` (a resumed run must not mix
+    them: the report compares every record with every other)."""
+    return {str(r["gpu"]) for r in load_records(out)
+            if str(r.get("device", "")).startswith("cuda") and r.get("gpu") and r["gpu"] != here}
+
+
 def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
     device = resolve_device(opts.device)
+    import torch
+    if device.startswith("cuda") and torch.cuda.is_available():
+        from aka.errors import UserError
+        here = torch.cuda.get_device_name(torch.device(device))
+        others = other_gpus(opts.out, here)
+        if others:
+            raise UserError(f"{opts.out} holds records timed on {', '.join(sorted(others))}, and this GPU is {here}: "
+                            "a resumed run would report times from two GPU models side by side. Use another --out.")
     shapes = opts.shapes or ("small" if device == "cpu" else None)
     opts.out.mkdir(parents=True, exist_ok=True)
     done = {(r["impl"], r["op"], r["shape"], r["device"]) for r in load_records(opts.out) if not retryable(r)}
