@@ -79,6 +79,20 @@ def test_tiny_grid_runs_resumes_and_reports_with_the_scripted_llm(tmp_path, caps
     timeless = [{k: v for k, v in r.items() if k != "wall_s"} for r in rows]
     assert [{k: v for k, v in r.items() if k != "wall_s"} for r in read_table(out / "table.csv")] == timeless
 
+    # Cut off once more, its first candidate timed on another device (a store carried from an H100):
+    # its times are not comparable here, so it is set aside too and the cell runs anew.
+    first = sorted((cut.parent / "candidates").glob("c*.json"))
+    rec = json.loads(first[-1].read_text())
+    rec["result"]["env"] = dict(rec["result"]["env"], gpu="NVIDIA H100 80GB HBM3")
+    for f in first:
+        f.write_text(json.dumps(rec) if f == first[-1] else f.read_text())
+    cut.write_text("".join(x + "\n" for x in cut.read_text().splitlines() if '"type": "stop"' not in x))
+    assert main(["exp", "run", tiny(tmp_path), "--out", str(out)]) == 0
+    aside = sorted((out / "runs").glob(cut.parent.name + ".unresumable-*"))
+    assert len(aside) == 2 and any("timed on NVIDIA H100 80GB HBM3, this device is cpu" in (a / "SET_ASIDE.txt").read_text()
+                                   for a in aside)
+    assert [{k: v for k, v in r.items() if k != "wall_s"} for r in read_table(out / "table.csv")] == timeless
+
     # The same directory under a changed design is refused: results of two designs would mix.
     other = tmp_path / "other.yaml"
     other.write_text(yaml.safe_dump({"extends": tiny(tmp_path), "budget": {"rounds": 3}}))

@@ -41,6 +41,16 @@ def unresumable(root: Path) -> str | None:
     return f"candidate source(s) missing: {', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''}" if missing else None
 
 
+def other_device(root: Path, device: str) -> str | None:
+    """Why a partial run store timed on another device (another GPU model, or the CPU) cannot be
+    resumed here, or None: its incumbent's times would be compared with this device's."""
+    from aka.agent.cli import hardware_in_hand
+    from aka.agent.store import RunStore
+    ran_on = RunStore(root).measured_on()
+    here = hardware_in_hand(device)
+    return f"timed on {ran_on}, this device is {here}" if ran_on is not None and ran_on != here else None
+
+
 def set_aside(root: Path, why: str) -> Path:
     """Move a run store that cannot resume out of the way (kept, never deleted), so its cell starts
     anew under the same config and seed; returns where it went."""
@@ -67,13 +77,13 @@ def run_cell(config: dict, runs_dir: str, run_id: str) -> dict:
     if state == "done":
         return {"run_id": run_id, "state": "done", "skipped": True}
     restarted = None
-    why = unresumable(root) if state == "partial" else None
+    cfg = from_dict(dict(config, runs_dir=str(runs_dir), run_id=run_id))
+    device = resolve_device(None if cfg.eval.device == "auto" else cfg.eval.device)
+    why = (unresumable(root) or other_device(root, device)) if state == "partial" else None
     if why:
         restarted = {"why": why, "old_store": str(set_aside(root, why))}
         state = "new"
-    cfg = from_dict(dict(config, runs_dir=str(runs_dir), run_id=run_id))
     problem = load_problem(cfg.op)
-    device = resolve_device(None if cfg.eval.device == "auto" else cfg.eval.device)
     task = task_shapes(problem, cfg.shape, device, cfg.eval.cpu_max_elems)
     store = RunStore.open(runs_dir, run_id) if state == "partial" else RunStore.create(runs_dir, run_id)
     log = io.StringIO()
