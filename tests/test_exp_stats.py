@@ -163,3 +163,12 @@ def test_operator_level_test_finds_an_effect_present_in_every_operator():
             fin[("b", f"op{i}", s)] = base * 1.25 * (1 + 0.01 * rng.standard_normal())
     t = an.paired_by_operator(fin, ["a", "b"])["tests"][0]
     assert t["n"] == 8 and t["wins"] == 8 and t["p"] == pytest.approx(2 / 256) and t["ratio"] == pytest.approx(1.25, rel=0.02)
+
+
+def test_report_warns_when_runs_were_timed_on_different_devices():
+    from aka.exp.report import _mixed_devices
+    assert _mixed_devices({"gpus": ["NVIDIA H200"], "devices": ["cuda"]}) == []
+    assert _mixed_devices({"gpus": [], "devices": ["cpu"]}) == []
+    two = " ".join(_mixed_devices({"gpus": ["NVIDIA H100 80GB HBM3", "NVIDIA H200"], "devices": ["cuda"]}))
+    assert "timed on 2 devices (NVIDIA H100 80GB HBM3, NVIDIA H200)" in two and "not comparable" in two
+    assert "NVIDIA H200, cpu" in " ".join(_mixed_devices({"gpus": ["NVIDIA H200"], "devices": ["cuda", "cpu"]}))

@@ -157,6 +157,17 @@ def _incomplete(cells: dict, done: set[str]) -> list[str]:
             f"`aka exp run` again resumes them): {', '.join(left[:12])}{' ...' if len(left) > 12 else ''}", ""]
 
 
+def _mixed_devices(env: dict) -> list[str]:
+    """A warning when the runs' best results were timed on more than one GPU model, or some on the
+    CPU and some on a GPU: objectives from different devices are not comparable, yet the paired
+    tests below pair them as if they were."""
+    kinds = list(env.get("gpus") or []) + (["cpu"] if "cpu" in (env.get("devices") or []) else [])
+    if len(kinds) < 2:
+        return []
+    return [f"**Runs were timed on {len(kinds)} devices ({', '.join(kinds)})**: their objectives are not comparable, "
+            "and the figures below mix them. Run each device's cells into its own --out.", ""]
+
+
 def _events(run_dir: Path) -> list[dict]:
     from aka.agent.store import RunStore
     return RunStore(run_dir).events() if run_dir.is_dir() else []
@@ -252,7 +263,7 @@ def write_report(d: Path, *, baseline: str | None = None, n_boot: int = 4000) ->
          f"{len(rs)} runs: {len(arms)} arms x {len(category)} operators x "
          f"{len({s for _, _, s in rs})} seeds, {rounds} rounds each. Outcome: each run's final best-so-far "
          f"objective ({kind}). Statistics on the log scale; a run that found nothing counts as {an.FLOOR:g} there.",
-         "", *_incomplete(cells, done), "## Arms", "", "| arm | runs | no passing kernel | median [95% CI] | geomean [95% CI] |",
+         "", *_incomplete(cells, done), *_mixed_devices(env), "## Arms", "", "| arm | runs | no passing kernel | median [95% CI] | geomean [95% CI] |",
          "|---|---|---|---|---|"]
     for arm in arms:
         s = summ[arm]
