@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# PREPARED, its steps below not yet run: the next session's first device call (2026-12-06 got two short ones, call1.sh
+# RAN on 2026-12-06 (eleventh session, an H100: ../device-2026-12-06c/, calls 1 and 4); its successor is
+# ../device-2026-12-06c/next_call.sh. Written as the next session's first device call (2026-12-06 got two short ones, call1.sh
 # and call2.sh beside this file). It replaces results/h100/device-2026-12-05d/next_call.sh, whose
 # steps are here too:
 # (its first call ran on 2026-12-06 with AKA_SKIP="adv probe peers": ../device-2026-12-06b/; the
