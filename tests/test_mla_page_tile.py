@@ -43,7 +43,7 @@ for case in json.loads(sys.argv[2]):
     want = Model(case["scale"])(**dict(inputs, kv_c_and_k_pe=torch.where(live[..., None], kv, 0.0)))
     kv[~live] = float("nan")          # stale rows: must never reach the output
     cfg = dict(kern.AKA_PARAMS, **case["cfg"])
-    used = {"bn": kern.tile_tokens(cfg["BN"], P)}
+    used = {"bn": cfg["BN"]}
     used["paged"] = P % used["bn"] == 0
     used["tma"] = bool(cfg["TMA"]) and used["paged"] and kern.tma_ok(kv, kv.shape[2] - inputs["q_pe"].shape[2], 2)
     used["peel"] = cfg["BH"] >= 64
@@ -58,8 +58,9 @@ WIDE = {"batch": 2, "max_seq_len": 75, "num_heads": 70, "block_size": 16, "kv_lo
 ODD = {"batch": 3, "max_seq_len": 70, "num_heads": 5, "block_size": 32, "kv_lora_rank": 80, "rope_dim": 24}
 GATHER = {"batch": 3, "max_seq_len": 50, "num_heads": 4, "block_size": 24, "kv_lora_rank": 64, "rope_dim": 16}
 CASES = [
-    {"shape": WIDE, "scale": S, "cfg": {}},                                            # TMA, BN -> P 16, auto splits
-    {"shape": WIDE, "scale": S, "cfg": {"TMA": 0, "SPLIT_TOKENS": 32}},                # pointer slab, 3 splits
+    {"shape": WIDE, "scale": S, "cfg": {}},                                            # gather: P 16 < BN 64, auto splits
+    {"shape": WIDE, "scale": S, "cfg": {"BN": 16}},                                    # TMA page tiles, auto splits
+    {"shape": WIDE, "scale": S, "cfg": {"BN": 16, "TMA": 0, "SPLIT_TOKENS": 32}},     # pointer slab, 3 splits
     {"shape": WIDE, "scale": S, "cfg": {"BH": 16, "num_warps": 4, "SPLIT_TOKENS": 4096}},  # one split: direct bf16
     {"shape": ODD, "scale": S, "cfg": {"BN": 32, "SPLIT_TOKENS": 64}},                # TMA, padded 80 / 24 columns
     {"shape": ODD, "scale": S, "cfg": {"BN": 16, "TMA": 0, "WAVES": 4}},
@@ -74,14 +75,12 @@ def test_load_paths_match_the_reference_and_keep_stale_rows_out():
     paths = [(r["used"]["tma"], r["used"]["paged"]) for r in rows]
     assert (True, True) in paths and (False, True) in paths and (False, False) in paths  # each path ran
     assert {r["used"]["peel"] for r in rows} == {True, False}                            # both loop shapes
-    assert rows[0]["used"]["bn"] == 16 and rows[3]["used"]["bn"] == 32
+    assert not rows[0]["used"]["paged"] and rows[1]["used"]["tma"] and rows[4]["used"]["bn"] == 32
 
 
 def test_tiles_stay_inside_pages():
     from aka.evaluate.loader import import_file
     k = import_file(KERNEL, "_mla_pt_plain")
-    assert k.tile_tokens(64, 64) == 64 and k.tile_tokens(64, 16) == 16 and k.tile_tokens(32, 64) == 32
-    assert k.tile_tokens(64, 24) == 64 and k.tile_tokens(16, 8) == 16     # gather: P not a dot-sized power of 2
     cfg = dict(k.AKA_PARAMS)                                                # WAVES 1: 132 programs wanted
     assert k.split_tokens(cfg, 1, 2, 32768, 64) == 256                      # 2 head blocks x 128 splits >= 132
     assert k.split_tokens(dict(cfg, SPLIT_TOKENS=1000), 4, 2, 32768, 64) == 960   # rounded to whole tiles

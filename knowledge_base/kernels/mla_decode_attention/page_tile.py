@@ -40,7 +40,11 @@ Design:
   the cache viewed as [num_blocks * P, 576] rows ([BN, DC_PAD] of c, [BN, DR_PAD] of k_pe, the
   hardware zero-filling columns past 512 / 64), so no thread computes an address; TMA 0 loads the
   same slab through one pointer block (cp.async when pipelined). A block size BN does not divide
-  takes the per-token gather of split_dispatch.
+  takes the per-token gather of split_dispatch, and so does a page smaller than BN (vLLM's
+  16-token pages at BN 32 or 64): BN 16 page tiles, which such pages got until 2026-12-06, ran
+  shape 11 (16 heads, 16-token pages) at 179.2 us on an H100 where split_dispatch's 32-token
+  gathered tiles took 126.8 us (two harness runs a day apart, same card model). BN 16 still
+  selects page tiles there.
 - The last, partial tile of a split reads the whole slab (still inside the page) and zeroes the
   rows past the sequence with a where(), so stale cache rows (NaN included) never reach P @ c.
 - 64-token tiles with 2 stages: the [64, 576] query tile (72 KB) plus two [64, 576] cache stages (144 KB)
@@ -76,7 +80,7 @@ AKA_PARAMS = {"BH": 64, "BN": 64, "TMA": 1, "SPLIT_TOKENS": 0, "WAVES": 1, "num_
 DISPATCH = {
     '512/16/8/16384/64': {'BH': 16, 'BN': 64, 'TMA': 0, 'num_warps': 4, 'num_stages': 3, 'SPLIT_TOKENS': 0, 'WAVES': 1},  # 53.8 us, ratio 0.55, shape 7, NVIDIA H100 80GB HBM3 2026-12-05
     '512/16/64/8192/64': {'BH': 16, 'BN': 64, 'TMA': 0, 'num_warps': 4, 'num_stages': 3, 'SPLIT_TOKENS': 0, 'WAVES': 2},  # 139.8 us, ratio 0.77, shape 8, NVIDIA H100 80GB HBM3 2026-12-05
-    '512/16/96/4096/16': {'BH': 16, 'BN': 32, 'TMA': 1, 'num_warps': 4, 'num_stages': 2, 'SPLIT_TOKENS': 0, 'WAVES': 2},  # 177.8 us, ratio 0.45, shape 11, NVIDIA H100 80GB HBM3 2026-12-05
+    '512/16/96/4096/16': {'BH': 16, 'BN': 32, 'TMA': 1, 'num_warps': 4, 'num_stages': 2, 'SPLIT_TOKENS': 0, 'WAVES': 2},  # 177.8 us, ratio 0.45, shape 11, NVIDIA H100 80GB HBM3 2026-12-05 (run as BN 16 page tiles then)
     '512/16/128/4096/64': {'BH': 16, 'BN': 64, 'TMA': 0, 'num_warps': 4, 'num_stages': 3, 'SPLIT_TOKENS': 0, 'WAVES': 2},  # 147.6 us, ratio 0.72, shape 10, NVIDIA H100 80GB HBM3 2026-12-05
     '512/16/128/16384/64': {'BH': 16, 'BN': 64, 'TMA': 0, 'num_warps': 4, 'num_stages': 3, 'SPLIT_TOKENS': 0, 'WAVES': 2},  # 495.8 us, ratio 0.85, shape 9, NVIDIA H100 80GB HBM3 2026-12-05
     '512/32/32/16384/64': {'BH': 16, 'BN': 64, 'TMA': 0, 'num_warps': 4, 'num_stages': 3, 'SPLIT_TOKENS': 0, 'WAVES': 2},  # 199.8 us, ratio 0.54, shape 12, NVIDIA H100 80GB HBM3 2026-12-05
@@ -251,14 +255,6 @@ def split_tokens(cfg, B, n_hb, width, bn):
     return split
 
 
-def tile_tokens(bn: int, P: int) -> int:
-    """BN, or the block size when a page is smaller than BN and still a dot-sized power of two
-    (the CPU shapes' P 16), so that tiles stay whole pieces of pages."""
-    if P % bn and P < bn and P >= 16 and P & (P - 1) == 0:
-        return P
-    return bn
-
-
 def tma_ok(kv, DC: int, el: int) -> bool:
     """What the two descriptors need: rows contiguous, pages stacked, 16-byte row stride and bases."""
     P = kv.shape[1]
@@ -273,7 +269,7 @@ def attention(q_nope, q_pe, kv_c_and_k_pe, block_tables, seq_lens, scale, cfg):
     kv = kv_c_and_k_pe
     P = kv.shape[1]
     bh = cfg["BH"]
-    bn = tile_tokens(cfg["BN"], P)
+    bn = cfg["BN"]
     paged = P % bn == 0
     el = q_nope.element_size()
     tma = bool(cfg.get("TMA", 1)) and paged and tma_ok(kv, DC, el)
