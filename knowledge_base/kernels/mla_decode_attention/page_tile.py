@@ -41,10 +41,8 @@ Design:
   hardware zero-filling columns past 512 / 64), so no thread computes an address; TMA 0 loads the
   same slab through one pointer block (cp.async when pipelined). A block size BN does not divide
   takes the per-token gather of split_dispatch, and so does a page smaller than BN (vLLM's
-  16-token pages at BN 32 or 64): BN 16 page tiles, which such pages got until 2026-12-06, ran
-  shape 11 (16 heads, 16-token pages) at 179.2 us on an H100 where split_dispatch's 32-token
-  gathered tiles took 126.8 us (two harness runs a day apart, same card model). BN 16 still
-  selects page tiles there.
+  16-token pages): page tiles cut to 16 tokens, as before 2026-12-06, ran shape 11 at 179.2 us
+  on an H100, split_dispatch's 32-token gather 126.8 us (harness runs a day apart).
 - The last, partial tile of a split reads the whole slab (still inside the page) and zeroes the
   rows past the sequence with a where(), so stale cache rows (NaN included) never reach P @ c.
 - 64-token tiles with 2 stages: the [64, 576] query tile (72 KB) plus two [64, 576] cache stages (144 KB)
