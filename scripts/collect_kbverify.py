@@ -4,18 +4,22 @@ fold its verdicts into the committed records where they add something.
     python scripts/collect_kbverify.py LABEL=DIR [LABEL=DIR ...] --out results/h200/.../kbverify.tsv [--merge]
 
 DIR holds results/kb/kernels/<op>/<kernel>.results.json. A kernel seen in several DIRs takes the
-newest verdict. --merge writes the cuda result into results/kb/ only where the committed one is
-missing, covers fewer shapes than 'all', or judged another source (`aka kb best` ranks current
-all-shape results; a one-shape verdict never replaces one, nor does any over a current all-shape
-verdict of the same source).
+newest verdict. --merge writes the cuda result into results/kb/ as the primary verdict only where the committed
+one is missing, covers fewer shapes than 'all', or judged another source (`aka kb best` ranks
+current all-shape results; a one-shape verdict never replaces one, nor does any over a current
+all-shape verdict of the same source), and always as its GPU model's verdict (the record's "gpus",
+unless a newer one of that GPU is there).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from aka.kb.verify import put_cuda  # noqa: E402  (the record layout is the harness's)
 COLS = ("kernel", "call", "source", "status", "shape", "time_us", "speedup_eager", "speedup_compile", "reason")
 
 
@@ -53,11 +57,16 @@ def main(argv: list[str] | None = None) -> int:
             dest = Path(a.into) / "kernels" / p.parent.name / p.name
             have = json.loads(dest.read_text()) if dest.exists() else {"kernel": f"kernels/{k}", "op": p.parent.name, "devices": {}}
             cur = have["devices"].get("cuda") or {}
-            # the new verdict goes in where the committed one is missing, covers fewer shapes, or
-            # judged another source (stale: `aka kb best` ignores it); never over a current
-            # all-shape verdict of the same source (it may be the home GPU's)
-            if cur.get("shapes_spec") != "all" or cur.get("source_hash") != r.get("source_hash"):
-                have["devices"]["cuda"] = r
+            before = json.dumps(have, sort_keys=True)
+            # the new verdict goes in as the primary where the committed one is missing, covers fewer
+            # shapes, or judged another source (stale: `aka kb best` ignores it); never over a current
+            # all-shape verdict of the same source (it may be the home GPU's). Else it is kept as its
+            # GPU model's verdict (aka.kb.verify.put_cuda: `aka kb best --gpu` and a verify on that
+            # GPU read it), unless a newer one of that model is there.
+            replace = cur.get("shapes_spec") != "all" or cur.get("source_hash") != r.get("source_hash")
+            put_cuda(have, r, primary=replace)
+            changed = json.dumps(have, sort_keys=True) != before
+            if changed:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_text(json.dumps(have, indent=2) + "\n")
                 merged += 1

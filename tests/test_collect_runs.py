@@ -83,3 +83,42 @@ def test_kbverify_merge_adds_one_shape_verdicts_but_never_replaces_a_current_all
     assert merged["date"].startswith("2026-12-03") and merged["shapes"][0]["time_us"] == 2.5
     fresh = json.loads((into / "kernels/softmax/split.results.json").read_text())["devices"]["cuda"]
     assert fresh["source_hash"] == "new" and fresh["shapes"][0]["time_us"] == 4.0
+
+
+def test_kbverify_merge_keeps_each_gpu_models_verdict_beside_the_primary(tmp_path):
+    """An H100 verdict of a kernel whose primary verdict is a current H200 one does not replace it,
+    and is not lost either: it goes into the record's "gpus", which `aka kb best --gpu H100` and a
+    verify on an H100 read (aka.kb.verify.cuda_entry)."""
+    import json
+
+    from aka.kb.verify import cuda_entry, device_entry
+
+    def record(gpu, date, time_us):
+        return {"status": "pass", "reason": "all stages passed", "shapes_spec": "all", "date": date, "gpu": gpu,
+                "source_hash": "same", "shapes": [{"id": "0", "label": "n=1", "time_us": time_us}]}
+    h200 = record("NVIDIA H200", "2026-12-05T02:00:00", 80.0)
+    h100 = record("NVIDIA H100 80GB HBM3", "2026-12-06T06:29:00", 100.0)
+    new, into = tmp_path / "call", tmp_path / "repo" / "results" / "kb"
+    for root, rec in ((new, h100), (tmp_path / "repo", h200)):
+        p = root / "results/kb/kernels/mla_decode_attention/split_dispatch.results.json"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps({"kernel": "kernels/mla_decode_attention/split_dispatch", "op": "mla_decode_attention",
+                                 "devices": {"cuda": rec}}))
+    done = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "collect_kbverify.py"), f"c4={new}", "--out",
+                           str(tmp_path / "t.tsv"), "--merge", "--into", str(into)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    data = json.loads((into / "kernels/mla_decode_attention/split_dispatch.results.json").read_text())
+    assert data["devices"]["cuda"] == h200                                  # the primary stays the H200's
+    assert cuda_entry(data) == h200 and cuda_entry(data, "H200") == h200
+    assert cuda_entry(data, "h100") == h100 and cuda_entry(data, "NVIDIA H100 80GB HBM3") == h100
+    assert cuda_entry(data, "B200") == {} and device_entry(data, "cuda") == h200
+    # an older H100 verdict brought back later does not replace the newer one
+    older = dict(h100, date="2026-12-05T15:00:00", shapes=[{"id": "0", "time_us": 120.0}])
+    (new / "results/kb/kernels/mla_decode_attention/split_dispatch.results.json").write_text(
+        json.dumps({"devices": {"cuda": older}}))
+    subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "collect_kbverify.py"), f"c5={new}", "--out",
+                    str(tmp_path / "t2.tsv"), "--merge", "--into", str(into)], check=True, capture_output=True,
+                   timeout=60)
+    data = json.loads((into / "kernels/mla_decode_attention/split_dispatch.results.json").read_text())
+    assert data["gpus"]["NVIDIA H100 80GB HBM3"]["shapes"][0]["time_us"] == 100.0

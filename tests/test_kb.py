@@ -645,8 +645,8 @@ def test_verify_runs_a_kernel_that_ran_out_of_gpu_memory_beside_others_again_alo
 
 
 def test_verify_measures_again_on_another_gpu_model(tmp_path):
-    """One cuda verdict per kernel: one recorded on an H100 is current on an H100 and is measured
-    again on an H200 (else a kernel verified on the H100 never gets an H200 result)."""
+    """A verdict recorded on an H100 is current on an H100 and is measured again on an H200 (else a
+    kernel verified on the H100 never gets an H200 result); the record keeps both."""
     from aka.evaluate.result import EvalResult, ShapeResult
     from aka.kb.verify import read_results, verify
     root = write_kb(tmp_path / "kb")
@@ -667,7 +667,14 @@ def test_verify_measures_again_on_another_gpu_model(tmp_path):
     calls.clear()
     verify(root, "cuda", evaluate_fn=on(h200), timing=False, gpu=h200)
     assert sorted(calls) == [("online.py", h200), ("rows.py", h200)]
-    assert read_results(root / "kernels/rms_norm/rows.py")["devices"]["cuda"]["gpu"] == h200
+    data = read_results(root / "kernels/rms_norm/rows.py")
+    assert data["devices"]["cuda"]["gpu"] == h200
+    # the H100's verdict moved beside the primary one (no copy of the primary there): back on an
+    # H100, nothing to measure
+    assert list(data["gpus"]) == [h100] and data["gpus"][h100]["gpu"] == h100
+    calls.clear()
+    assert [s for _, s in verify(root, "cuda", evaluate_fn=on(h100), timing=False, gpu=h100)] == ["skipped"] * 2
+    assert calls == []
     # no GPU name to compare (an older record, a run without one): the verdict stands
     assert [s for _, s in verify(root, "cuda", evaluate_fn=on(h100), timing=False)] == ["skipped"] * 2
 

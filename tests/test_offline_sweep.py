@@ -60,6 +60,18 @@ def test_best_table_picks_the_op_s_best_current_kernel(tmp_path):
     # one GPU's table: the results were recorded on an H200, so an H100 table has none of them
     assert {r["op"] for r in best_table(root, "cuda", gpu="h200")} == {"rms_norm", "softmax"}
     assert best_table(root, "cuda", gpu="H100") == [] and [p.name for p in unverified(root, "cuda", gpu="H100")[0]] == ["rows.py", "online.py"]
+    # verified on an H100 too: each GPU's table from its own verdicts, the H200's kept
+    def on_h100(op, path, shapes=None, config=None):
+        res = run(op, path, shapes, config)
+        res.env = {"gpu": "NVIDIA H100 80GB HBM3"}
+        res.shapes = [ShapeResult(**dict(vars(sr), time_us=(sr.time_us or 1.0) * 2)) for sr in res.shapes]
+        return res
+    verify(root, "cuda", evaluate_fn=on_h100, gpu="NVIDIA H100 80GB HBM3")
+    h100 = {r["op"]: r for r in best_table(root, "cuda", gpu="H100")}
+    h200 = {r["op"]: r for r in best_table(root, "cuda", gpu="H200")}
+    assert set(h100) == set(h200) == {"rms_norm", "softmax"}
+    assert {r["gpu"] for r in h100.values()} == {"NVIDIA H100 80GB HBM3"} and {r["gpu"] for r in h200.values()} == {"NVIDIA H200"}
+    assert unverified(root, "cuda", gpu="H100")[0] == [] and unverified(root, "cuda", gpu="H200")[0] == []
     k = root / "kernels/softmax/online.py"
     k.write_text(k.read_text() + "\n# edited\n")  # stale results are not used
     assert {r["op"] for r in best_table(root, "cuda")} == {"rms_norm"}

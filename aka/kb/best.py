@@ -70,22 +70,22 @@ def _ci_cell(v: dict | None) -> str:
 
 def _counts(p: Path, e: dict, device: str, gpu: str | None) -> bool:
     """Whether a kernel's `device` entry `e` ranks: passing, on shapes, current, and (when `gpu` is
-    given) recorded on a GPU whose name contains it. A record keeps one verdict per device kind,
-    the latest GPU's; `gpu` keeps one GPU's table free of another's figures."""
+    given) recorded on a GPU whose name contains it (a record keeps each GPU model's verdict:
+    aka.kb.verify.cuda_entry), so one GPU's table holds none of another's figures."""
     from aka.kb.verify import is_current
     if gpu and gpu.lower() not in str(e.get("gpu") or "").lower():
         return False
-    return e.get("status") == "pass" and bool(e.get("shapes")) and is_current(p, device)
+    return e.get("status") == "pass" and bool(e.get("shapes")) and is_current(p, device, gpu=e.get("gpu") if gpu else None)
 
 
 def best_table(root: Path, device: str = "cuda", gpu: str | None = None) -> list[dict]:
     """One row per operator that has current, passing `device` results (on `gpu`, when given: a
     substring of the recorded GPU name, e.g. H200)."""
-    from aka.kb.verify import kernel_op, kernel_paths, read_results
+    from aka.kb.verify import device_entry, kernel_op, kernel_paths, read_results
     from aka.problem import load_problem
     by_op: dict[str, list[tuple[Path, dict]]] = {}
     for p in kernel_paths(root):
-        e = read_results(p).get("devices", {}).get(device) or {}
+        e = device_entry(read_results(p), device, gpu)
         if _counts(p, e, device, gpu):
             by_op.setdefault(kernel_op(p), []).append((p, e))
     rows = []
@@ -102,10 +102,10 @@ def best_table(root: Path, device: str = "cuda", gpu: str | None = None) -> list
 def unverified(root: Path, device: str = "cuda", gpu: str | None = None) -> tuple[list[Path], list[str]]:
     """The kernels without a current, passing `device` result (on `gpu`, when given), and the ops
     none of whose kernels has one: what a table of the verified ones does not speak for."""
-    from aka.kb.verify import kernel_op, kernel_paths, read_results
+    from aka.kb.verify import device_entry, kernel_op, kernel_paths, read_results
     missing, ops, covered = [], set(), set()
     for p in kernel_paths(root):
-        e = read_results(p).get("devices", {}).get(device) or {}
+        e = device_entry(read_results(p), device, gpu)
         ops.add(kernel_op(p))
         if _counts(p, e, device, gpu):
             covered.add(kernel_op(p))

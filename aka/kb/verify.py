@@ -6,8 +6,12 @@ Results go to the results tree beside the knowledge base, not among its sources:
 results beside it:
   {"kernel": id, "op": op, "devices": {"cpu": {status, reason, source_hash, shapes_spec,
    shapes: [{id, label, correct, sol_fraction, speedup_eager, speedup_compile, time_us}],
-   git_sha, date, torch, triton, gpu}, "cuda": {...}}}
-A device's entry is reused while the kernel's source hash is unchanged (unless --force).
+   git_sha, date, torch, triton, gpu}, "cuda": {...}},
+   "gpus": {"NVIDIA H200": {...}, "NVIDIA H100 80GB HBM3": {...}}}
+A device's entry is reused while the kernel's source hash is unchanged (unless --force). "cuda" is
+the kernel's primary GPU verdict (what the tables that name no GPU read); "gpus" keeps each GPU
+model's latest one beside it, so that a verify on an H100 neither replaces the H200's verdict nor
+is lost (`cuda_entry`).
 """
 from __future__ import annotations
 
@@ -63,13 +67,54 @@ def read_results(kernel: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
+def cuda_entry(data: dict, gpu: str | None = None) -> dict:
+    """A results record's GPU verdict: the primary one ("cuda") when `gpu` is None, else the newest
+    of those recorded on a GPU whose name contains `gpu` (case-insensitive: "H100" or torch's full
+    name), from "gpus" or the primary; {} when there is none."""
+    primary = (data.get("devices") or {}).get("cuda") or {}
+    if gpu is None:
+        return primary
+    want = gpu.lower()
+    found = [e for name, e in (data.get("gpus") or {}).items() if want in str(name).lower()]
+    if want in str(primary.get("gpu") or "").lower():
+        found.append(primary)
+    return max(found, key=lambda e: str(e.get("date") or ""), default={})
+
+
+def put_cuda(data: dict, entry: dict, primary: bool) -> None:
+    """Record a GPU verdict: as the primary one ("cuda"; the one it replaces, when another GPU
+    model's, moves to "gpus") or, with primary False, in "gpus" under its GPU model unless a newer
+    verdict of that model is already there. "gpus" holds no copy of the primary."""
+    devices = data.setdefault("devices", {})
+    gpus = data.setdefault("gpus", {})
+    gpu = str(entry.get("gpu") or "")
+    if primary:
+        old = devices.get("cuda") or {}
+        if old.get("gpu") and old["gpu"] != gpu and str((gpus.get(old["gpu"]) or {}).get("date") or "") \
+                < str(old.get("date") or ""):
+            gpus[old["gpu"]] = old
+        devices["cuda"] = entry
+        gpus.pop(gpu, None)
+    elif gpu and str(cuda_entry(data, gpu).get("date") or "") < str(entry.get("date") or ""):
+        gpus[gpu] = entry
+    if not gpus:
+        data.pop("gpus")
+
+
+def device_entry(data: dict, device: str, gpu: str | None = None) -> dict:
+    """The `device` entry of a results record; on a GPU with `gpu` named, that GPU model's verdict."""
+    if device != "cpu" and gpu:
+        return cuda_entry(data, gpu)
+    return (data.get("devices") or {}).get(device) or {}
+
+
 def is_current(kernel: Path, device: str, spec: str | None = None, gpu: str | None = None) -> bool:
     """Whether `device`'s recorded result still speaks for the kernel: same source, same shape set
     (`spec`, when given), current timing method, and run on every shape that set selects now
     (`spec`, else the device's default: small on the CPU, all elsewhere). `gpu` (the GPU in hand,
     as torch names it): a verdict recorded on another GPU model does not speak for this one."""
     from aka.evaluate.result import machine_failure
-    entry = read_results(kernel).get("devices", {}).get(device) or {}
+    entry = device_entry(read_results(kernel), device, gpu)
     if gpu and entry.get("gpu") and entry["gpu"] != gpu:
         return False  # an H100 verdict is no H200 result: measure it here
     if machine_failure(entry.get("status"), entry.get("reason")):
@@ -128,7 +173,10 @@ def write_result(kernel: Path, root: Path, device: str, entry: dict) -> Path:
     meta, _ = read_entry(kernel)
     data["kernel"] = str(meta.get("id") or kernel.relative_to(root).with_suffix(""))
     data["op"] = kernel_op(kernel)
-    data.setdefault("devices", {})[device] = entry
+    if device == "cpu":
+        data.setdefault("devices", {})[device] = entry
+    else:
+        put_cuda(data, entry, primary=True)
     p = results_path(kernel)
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
