@@ -719,6 +719,15 @@ def test_verify_order_first_and_reverse(tmp_path):
     calls.clear()
     verify(root, "cuda", evaluate_fn=run, force=True, timing=False, oldest_first=True)
     assert [c[0] for c in calls] == ["softmax", "rms_norm"]  # softmax has no cuda result: first, whatever the dates
+    # with the GPU in hand named, a result of another GPU model counts as missing
+    for kernel, gpu in (("rms_norm/rows.py", "NVIDIA H200"), ("softmax/online.py", "NVIDIA H100 80GB HBM3")):
+        rp = results_path(root / "kernels" / kernel)
+        rec = json.loads(rp.read_text())
+        rec["devices"]["cuda"]["gpu"] = gpu
+        rp.write_text(json.dumps(rec))
+    calls.clear()
+    verify(root, "cuda", evaluate_fn=run, force=True, timing=False, missing_first=True, gpu="NVIDIA H100 80GB HBM3")
+    assert [c[0] for c in calls] == ["rms_norm", "softmax"]
 
 
 def test_verify_writes_results_and_skips_current(tmp_path):

@@ -194,7 +194,7 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
     harness's GPU lock, so no timing overlaps another evaluation. `shapes` overrides the default
     set (cpu: small, cuda: all); `timing=False` records correctness only; evaluate_fn replaces the
     harness in tests. `first` (op names), `reverse` and `missing_first` (kernels with no result on
-    this device before the rest) and `oldest_first` (no result, then the oldest result on this device
+    this device, or on the GPU model in hand, before the rest) and `oldest_first` (no result, then the oldest result on this device
     first: a partial re-verification after a harness change reaches the stalest verdicts) only order
     the work. `unlock_compiles`: the kernels' compiles let the GPU lock go (a knowledge base one
     trusts: aka/evaluate/gpulock.py). `gpu`: the GPU in hand (default: torch's name for it on a
@@ -219,11 +219,10 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
     if first:  # stable: the named ops' kernels first, in the order named, the rest as they were
         rank = {o: i for i, o in enumerate(first)}
         paths = sorted(paths, key=lambda p: rank.get(p.parent.name, len(rank)))
-    if missing_first:  # stable, like `first`
-        paths = sorted(paths, key=lambda p: device in (read_results(p).get("devices") or {}))
+    if missing_first:  # stable, like `first`; on a GPU in hand, no result of that GPU model counts as missing
+        paths = sorted(paths, key=lambda p: bool(device_entry(read_results(p), device, gpu)))
     if oldest_first:
-        paths = sorted(paths, key=lambda p: str(((read_results(p).get("devices") or {}).get(device) or {})
-                                                .get("date") or ""))
+        paths = sorted(paths, key=lambda p: str(device_entry(read_results(p), device, gpu).get("date") or ""))
     cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*cols, console=console, transient=False) as bar:
         task = bar.add_task("verify", total=len(paths))
