@@ -4,11 +4,11 @@ fold its verdicts into the committed records where they add something.
     python scripts/collect_kbverify.py LABEL=DIR [LABEL=DIR ...] --out results/h200/.../kbverify.tsv [--merge]
 
 DIR holds results/kb/kernels/<op>/<kernel>.results.json. A kernel seen in several DIRs takes the
-newest verdict. --merge writes the cuda result into results/kb/ as the primary verdict only where the committed
-one is missing, covers fewer shapes than 'all', or judged another source (`aka kb best` ranks
-current all-shape results; a one-shape verdict never replaces one, nor does any over a current
-all-shape verdict of the same source), and always as its GPU model's verdict (the record's "gpus",
-unless a newer one of that GPU is there).
+newest verdict. --merge writes the cuda result into results/kb/ as the primary verdict only where
+the committed one is missing, covers fewer shapes than 'all', or judged another source (`aka kb
+best` ranks current all-shape results; a one-shape verdict never replaces one, nor does any over a
+current all-shape verdict of the same source), and else as its GPU model's verdict (the record's
+"gpus", unless a newer one of that GPU is there).
 """
 from __future__ import annotations
 
