@@ -196,9 +196,8 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
     harness in tests. `first` (op names), `reverse` and `missing_first` (kernels with no result on
     this device, or on the GPU model in hand, before the rest) and `oldest_first` (no result, then
     the oldest result on this device first: a partial re-verification after a harness change
-    reaches the stalest verdicts) only order
-    the work. `unlock_compiles`: the kernels' compiles let the GPU lock go (a knowledge base one
-    trusts: aka/evaluate/gpulock.py). `gpu`: the GPU in hand (default: torch's name for it on a
+    reaches the stalest verdicts) only order the work. `unlock_compiles`: the kernels' compiles let
+    the GPU lock go (a knowledge base one trusts: aka/evaluate/gpulock.py). `gpu`: the GPU in hand (default: torch's name for it on a
     CUDA device); a result recorded on another GPU model is verified again, not skipped."""
     from concurrent.futures import ThreadPoolExecutor
 
