@@ -703,28 +703,26 @@ def test_verify_order_first_and_reverse(tmp_path):
     assert [c[0] for c in calls] == ["softmax", "rms_norm"]  # both have one now: the order stands
     # --oldest-first: no result first, then the oldest result on this device
     from aka.kb.verify import results_path
-    for kernel, date in (("rms_norm/rows.py", "2026-01-02T00:00:00+00:00"), ("softmax/online.py", "2026-01-01T00:00:00+00:00")):
+
+    def edit(kernel, change):   # change(cuda record entry) -> the new entry, None: no cuda entry
         rp = results_path(root / "kernels" / kernel)
         rec = json.loads(rp.read_text())
-        rec["devices"]["cuda"]["date"] = date
+        new = change(rec["devices"].pop("cuda"))
+        if new is not None:
+            rec["devices"]["cuda"] = new
         rp.write_text(json.dumps(rec))
+    edit("rms_norm/rows.py", lambda e: dict(e, date="2026-01-02T00:00:00+00:00"))
+    edit("softmax/online.py", lambda e: dict(e, date="2026-01-01T00:00:00+00:00"))
     calls.clear()
     verify(root, "cuda", evaluate_fn=run, force=True, timing=False, oldest_first=True)
     assert [c[0] for c in calls] == ["softmax", "rms_norm"]
-    for kernel in ("softmax/online.py",):
-        rp = results_path(root / "kernels" / kernel)
-        rec = json.loads(rp.read_text())
-        del rec["devices"]["cuda"]
-        rp.write_text(json.dumps(rec))
+    edit("softmax/online.py", lambda e: None)
     calls.clear()
     verify(root, "cuda", evaluate_fn=run, force=True, timing=False, oldest_first=True)
     assert [c[0] for c in calls] == ["softmax", "rms_norm"]  # softmax has no cuda result: first, whatever the dates
     # with the GPU in hand named, a result of another GPU model counts as missing
-    for kernel, gpu in (("rms_norm/rows.py", "NVIDIA H200"), ("softmax/online.py", "NVIDIA H100 80GB HBM3")):
-        rp = results_path(root / "kernels" / kernel)
-        rec = json.loads(rp.read_text())
-        rec["devices"]["cuda"]["gpu"] = gpu
-        rp.write_text(json.dumps(rec))
+    edit("rms_norm/rows.py", lambda e: dict(e, gpu="NVIDIA H200"))
+    edit("softmax/online.py", lambda e: dict(e, gpu="NVIDIA H100 80GB HBM3"))
     calls.clear()
     verify(root, "cuda", evaluate_fn=run, force=True, timing=False, missing_first=True, gpu="NVIDIA H100 80GB HBM3")
     assert [c[0] for c in calls] == ["rms_norm", "softmax"]
