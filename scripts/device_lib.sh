@@ -53,3 +53,21 @@ liger_install() {
   python3 -c "from aka.peers import library_version as v; print('liger-kernel', v('liger_kernel') or 'not installed'); print('fla-core', v('fla') or 'not installed')" \
     >> "$1" 2>&1
 }
+
+# everything under $OUT as one archive, $OUT/out.tgz (the reply brings back a few files only: on
+# 2026-12-06 two of ten loose files did not come back); use as `trap pack_out EXIT`
+pack_out() {
+  ( cd "$OUT" && tar czf /tmp/pack_out.tgz --exclude=out.tgz . && find . -mindepth 1 -delete \
+    && mv /tmp/pack_out.tgz out.tgz )
+}
+
+# the call's opening: environment, xdist, provenance (with the peers' library versions) and the
+# measured ceilings into $OUT; sets ON_H200 (1 on an H200)
+device_open() {
+  device_env; use_xdist
+  device_provenance > "$OUT/provenance.txt" 2>&1; liger_install "$OUT/provenance.txt" "$OUT/install.log"
+  cat "$OUT/provenance.txt"
+  timeout 60 python3 -m aka.cli hw calibrate > "$OUT/calibration.json" 2> "$OUT/calibration.log"
+  echo "[calibrate rc=$? $(( $(date +%s) - T0 ))s]"
+  ON_H200=0; nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && ON_H200=1
+}

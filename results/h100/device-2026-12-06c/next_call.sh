@@ -13,14 +13,10 @@
 #   bash scripts/device_between.sh <that folder> (opt.tgz holds the run store)
 set -uo pipefail
 T0=$(date +%s); DEADLINE=${AKA_DEADLINE_S:-560}
-ON_H200=0; nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && ON_H200=1
 export AKA_CACHE_DIR=$PWD/.gpucache
-pack() { ( cd "$OUT" && tar czf /tmp/next_call_out.tgz --exclude=out.tgz . && find . -mindepth 1 -delete \
-  && mv /tmp/next_call_out.tgz out.tgz ); }
-trap pack EXIT
-. scripts/device_lib.sh; device_env; use_xdist
-device_provenance > $OUT/provenance.txt 2>&1; liger_install $OUT/provenance.txt $OUT/install.log; cat $OUT/provenance.txt
-timeout 60 python3 -m aka.cli hw calibrate > $OUT/calibration.json 2> $OUT/calibration.log; echo "[calibrate rc=$? $(( $(date +%s) - T0 ))s]"
+. scripts/device_lib.sh
+trap pack_out EXIT
+device_open
 if (( ON_H200 )); then
   kb_copy /tmp/kbv; touch /tmp/kbv/stamp
   FIRST=fused_moe,fp8_block_scaled_gemm,mla_decode_attention,fused_add_rms_norm,moe_sum,gated_delta_rule_decode
