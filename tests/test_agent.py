@@ -566,6 +566,14 @@ def test_offline_proposer_ranks_records_of_the_gpu_in_hand_before_other_models(t
                 f.write_text(json.dumps(rec))
     assert recorded_sol(kb / "gelu_and_mul" / f"{best}.py", "gelu_and_mul", "cuda", gpu="GPU A") is None
     assert recorded_sol(kb / "gelu_and_mul" / f"{best}.py", "gelu_and_mul", "cuda", gpu="GPU B")
+    # a GPU model's verdict kept beside the primary one ("gpus") is that model's record
+    f = res / f"{best}.results.json"
+    rec = json.loads(f.read_text())
+    rec["gpus"] = {"GPU C": dict(rec["devices"]["cuda"], gpu="GPU C", shapes=[{"id": "0", "sol_fraction": 0.5}])}
+    f.write_text(json.dumps(rec))
+    assert recorded_sol(kb / "gelu_and_mul" / f"{best}.py", "gelu_and_mul", "cuda", gpu="GPU C") == {"0": 0.5}
+    del rec["gpus"]
+    f.write_text(json.dumps(rec))
 
     def order(gpu):
         ctx = SimpleNamespace(problem=problem, task=task, device="cuda", history=[], parent=None)

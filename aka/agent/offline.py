@@ -221,9 +221,9 @@ def recorded_sol(kernel: Path, op: str, device: str, gpu: str | None = None) -> 
     kind (timed by today's method); None without one, or when the kernel is another op's (a
     category match). The result may cover only some shapes (`--shapes first`). `gpu`: only a result
     recorded on that GPU model (a record that names none is taken)."""
-    from aka.kb.verify import kernel_op, read_results, source_hash
+    from aka.kb.verify import device_entry, kernel_op, read_results, source_hash
     kind = device.split(":")[0]
-    e = read_results(kernel).get("devices", {}).get(kind) or {}
+    e = device_entry(read_results(kernel), kind, gpu)   # with `gpu`, that GPU model's verdict
     if kernel_op(kernel) != op or e.get("status") != "pass" or e.get("source_hash") != source_hash(kernel):
         return None
     if gpu and e.get("gpu") and e["gpu"] != gpu:
