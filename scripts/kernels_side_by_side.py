@@ -1,12 +1,14 @@
 """One op's knowledge-base kernels side by side on one card, from their `aka kb verify` records.
 
-    python scripts/kernels_side_by_side.py OP KERNEL[,KERNEL...] [--records DIR] [--base KERNEL]
+    python scripts/kernels_side_by_side.py OP KERNEL[,KERNEL...] [--records DIR] [--base KERNEL] [--gpu NAME]
 
 Reads DIR/kernels/OP/<kernel>.results.json (default DIR: results/kb; a verify's scratch copy works
 too) and prints a markdown table: per shape, each kernel's median time, the base kernel's time
 over each other kernel's (above 1: faster than the base), torch.compile and eager from the first
 kernel's record, and each kernel's fraction of the datasheet roofline; then the geomean of each
-ratio. Refuses records of different GPU models: times from two cards are not compared.
+ratio. Refuses records of different GPU models: times from two cards are not compared. --gpu
+(e.g. H100): each record's verdict on that GPU model (a record keeps one per model:
+aka.kb.verify.cuda_entry), else its primary one.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from aka.evaluate.stats import geomean  # noqa: E402
+from aka.kb.verify import cuda_entry  # noqa: E402
 
 
 def _geomean(xs: list[float | None]) -> float:
@@ -33,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("kernels", help="comma list; the first is the one compared")
     ap.add_argument("--records", default=str(REPO / "results" / "kb"))
     ap.add_argument("--base", help="the kernel the others are compared with (default: the second)")
+    ap.add_argument("--gpu", help="each record's verdict on this GPU model (a substring of its name, e.g. H100)")
     a = ap.parse_args(argv)
     names = a.kernels.split(",")
     base = a.base or (names[1] if len(names) > 1 else names[0])
@@ -41,9 +45,9 @@ def main(argv: list[str] | None = None) -> int:
         p = Path(a.records) / "kernels" / a.op / f"{n}.results.json"
         if not p.is_file():
             raise SystemExit(f"{p}: no such record (has `aka kb verify` run this kernel?)")
-        cuda = json.loads(p.read_text()).get("devices", {}).get("cuda")
+        cuda = cuda_entry(json.loads(p.read_text()), a.gpu)
         if not cuda:
-            raise SystemExit(f"{p}: no GPU record")
+            raise SystemExit(f"{p}: no GPU record" + (f" of a GPU named like {a.gpu!r}" if a.gpu else ""))
         recs[n] = cuda
     gpus = {r.get("gpu") for r in recs.values()}
     if len(gpus) != 1:

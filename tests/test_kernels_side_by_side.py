@@ -42,6 +42,21 @@ def test_two_cards_are_not_compared(tmp_path):
     assert out.returncode != 0 and "different GPUs" in out.stderr
 
 
+def test_gpu_picks_each_records_verdict_on_that_card(tmp_path):
+    """--gpu H100: a record whose primary verdict is the H200's gives its H100 verdict ("gpus")."""
+    _record(tmp_path, "new", "NVIDIA H100", [10.0])
+    _record(tmp_path, "old", "NVIDIA H200", [5.0])
+    p = tmp_path / "kernels" / "softmax" / "old.results.json"
+    rec = json.loads(p.read_text())
+    rec["gpus"] = {"NVIDIA H100": dict(rec["devices"]["cuda"], gpu="NVIDIA H100",
+                                       shapes=[{"id": "0", "label": "batch=0", "time_us": 30.0}])}
+    p.write_text(json.dumps(rec))
+    out = _run("softmax", "new,old", "--records", str(tmp_path), "--gpu", "H100")
+    assert out.returncode == 0, out.stderr
+    assert "softmax on NVIDIA H100" in out.stdout and "old / new, geomean over 1 shapes: 3.00" in out.stdout
+    assert _run("softmax", "new,old", "--records", str(tmp_path)).returncode != 0   # primaries: two cards
+
+
 def test_a_kernel_without_a_gpu_record_is_named(tmp_path):
     _record(tmp_path, "new", "NVIDIA H100", [10.0])
     d = tmp_path / "kernels" / "softmax"
