@@ -753,6 +753,16 @@ def test_verify_writes_results_and_skips_current(tmp_path):
     assert v["kernels/rms_norm/rows"] == {"cpu": "pass"} and v["kernels/softmax/online"]["cpu"].startswith("stale")
     assert st["verified"] == {"cpu": 1, "cuda": 0} and st["notes"]["ops"] == 2
     assert "rms_norm" not in st["bench_ops_without_kernel"] and "gemm_bf16" in st["bench_ops_without_kernel"]
+    # each GPU model's verdict, the primary's and those kept beside it
+    rp = results_path(root / "kernels/rms_norm/rows.py")
+    rec = json.loads(rp.read_text())
+    rec["devices"]["cuda"] = dict(entry, gpu="NVIDIA H200", source_hash=entry["source_hash"])
+    rec["gpus"] = {"NVIDIA H100 80GB HBM3": dict(entry, gpu="NVIDIA H100 80GB HBM3", source_hash="old")}
+    rp.write_text(json.dumps(rec))
+    st = stats(root)
+    g = {x["id"]: x["gpus"] for x in st["kernels"]}
+    assert g["kernels/rms_norm/rows"] == {"NVIDIA H100 80GB HBM3": "stale (pass)", "NVIDIA H200": "pass"}
+    assert st["verified_by_gpu"] == {"NVIDIA H100 80GB HBM3": 0, "NVIDIA H200": 1}
 
 
 def test_cli_query_and_eval(built, capsys, tmp_path):

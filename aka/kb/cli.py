@@ -310,11 +310,14 @@ def cmd_stats(args) -> int:
                   f"ops with a playbook or pattern note: {len(st['ops_with_notes'])}")
     console.print(f"benchmark ops without a kernel ({len(st['bench_ops_without_kernel'])}/{len(st['bench_ops'])}): "
                   f"{', '.join(st['bench_ops_without_kernel']) or 'none'}")
-    t = Table(title=f"kernels (verified: cpu {st['verified']['cpu']}, cuda {st['verified']['cuda']})")
-    for col in ("kernel", "op", "cpu", "cuda"):
+    gpus = list(st["verified_by_gpu"])
+    t = Table(title=f"kernels (verified: cpu {st['verified']['cpu']}"
+              + "".join(f", {g} {n}" for g, n in st["verified_by_gpu"].items()) + ")")
+    for col in ("kernel", "op", "cpu", *(g.removeprefix("NVIDIA ") for g in gpus)):
         t.add_column(col, no_wrap=col == "kernel")
     for k in st["kernels"]:
-        t.add_row(k["id"], k["op"], k["verdicts"].get("cpu", "-"), k["verdicts"].get("cuda", "-"))
+        t.add_row(k["id"].removeprefix("kernels/"), k["op"], k["verdicts"].get("cpu", "-"),
+                  *(k["gpus"].get(g, "-") for g in gpus))
     console.print(t)
     return 0
 

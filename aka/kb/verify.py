@@ -281,11 +281,19 @@ def stats(root: Path) -> dict:
             notes[str(meta.get("layer") or p.relative_to(root).parts[0])] += 1
             ops_noted |= set(as_list(meta.get("ops")))
             continue
-        res = read_results(p).get("devices", {})
+        data = read_results(p)
+        res = data.get("devices", {})
         h = source_hash(p)
-        verdict = {d: (e.get("status") if e.get("source_hash") == h else f"stale ({e.get('status')})")
-                   for d, e in res.items()}
-        kernels.append({"id": str(meta.get("id") or p.stem), "op": kernel_op(p), "verdicts": verdict})
+
+        def said(e: dict) -> str:
+            return e.get("status") if e.get("source_hash") == h else f"stale ({e.get('status')})"
+        verdict = {d: said(e) for d, e in res.items()}
+        # each GPU model's verdict, the primary's and those kept beside it (put_cuda)
+        per_gpu = {str(g): said(e) for g, e in (data.get("gpus") or {}).items()}
+        if (res.get("cuda") or {}).get("gpu"):
+            per_gpu[str(res["cuda"]["gpu"])] = said(res["cuda"])
+        kernels.append({"id": str(meta.get("id") or p.stem), "op": kernel_op(p), "verdicts": verdict,
+                        "gpus": dict(sorted(per_gpu.items()))})
     bench = sorted(d.name for d in BENCH_OPS.iterdir() if d.is_dir() and not d.name.startswith(("_", "."))) \
         if BENCH_OPS.is_dir() else []
     with_kernel = sorted({k["op"] for k in kernels})
@@ -295,4 +303,6 @@ def stats(root: Path) -> dict:
         "ops_with_kernel": with_kernel, "ops_with_notes": sorted(ops_noted),
         "bench_ops": bench, "bench_ops_without_kernel": [o for o in bench if o not in with_kernel],
         "verified": {d: sum(k["verdicts"].get(d) == "pass" for k in kernels) for d in ("cpu", "cuda")},
+        "verified_by_gpu": {g: sum(k["gpus"].get(g) == "pass" for k in kernels)
+                            for g in sorted({g for k in kernels for g in k["gpus"]})},
     }
