@@ -430,5 +430,14 @@ def test_a_dispatcher_that_ties_the_incumbent_is_returned_when_ties_are_accepted
     if within_noise:
         assert d.accepted and out.incumbent is d and d.meta["decision"].startswith("accepted within noise")
         assert confirms and confirms[-1]["rule"] == "not_worse"
+        # said as a tie on the console and in the event, not as an improvement
+        from aka.agent.live import event_line as line
+        acc = [e for e in store.events() if e["type"] == "accepted" and e["candidate"] == d.id][-1]
+        assert acc["within_noise"] and "ACCEPTED within noise of the incumbent, not an improvement" in line(acc)
+        first = [e for e in store.events() if e["type"] == "accepted" and e["candidate"] == c1.id][-1]
+        assert "within_noise" not in first and "not an improvement" not in line(first)
+        from aka.agent.cli import best_line
+        assert "no better than the kernel it replaced" in best_line(d, store.root)
+        assert "no better" not in best_line(c1, store.root)
     else:
         assert not d.accepted and out.incumbent is c1 and "not beyond noise" in d.meta["decision"]

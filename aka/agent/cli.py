@@ -213,8 +213,7 @@ def run_optimize(cfg, store, problem, task, console, *, resumed: bool = False, o
     outcome = execute(cfg, store, problem, task, console, resumed=resumed, overrides=overrides)
     inc = outcome.incumbent
     if inc is not None:
-        console.print(f"[bold green]best: {inc.id}, objective {inc.score.value:.4g} ({inc.score.kind})[/] -> "
-                      f"{store.root / 'best.py'}, {store.root / 'kernel_module.py'}")
+        console.print(best_line(inc, store.root))
         console.print(f"re-verify: {verify_command(store, problem, task)}")
     else:
         console.print("[bold yellow]no candidate passed[/]")
@@ -222,6 +221,15 @@ def run_optimize(cfg, store, problem, task, console, *, resumed: bool = False, o
         console.print(f"[bold red]run stopped: {outcome.reason}[/]")
         return 1
     return 0
+
+
+def best_line(inc, root) -> str:
+    """The run's closing line: its best kernel, and, when that one was promoted on a tie (a
+    dispatcher within noise of the incumbent), that it is no better than the kernel it replaced."""
+    tie = str(inc.meta.get("decision", ""))
+    return (f"[bold green]best: {inc.id}, objective {inc.score.value:.4g} ({inc.score.kind})[/]"
+            + (f" ({tie}: no better than the kernel it replaced)" if tie.startswith("accepted within noise") else "")
+            + f" -> {root / 'best.py'}, {root / 'kernel_module.py'}")
 
 
 def ensure_calibration(device: str, console, store) -> dict | None:

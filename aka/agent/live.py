@@ -28,7 +28,9 @@ def event_line(ev: dict) -> str | None:
         obj = f" objective {fmt(ev['objective'])} ({ev['kind']})" if ev.get("objective") is not None else ""
         return f"  {ev['candidate']}: {ev['status']}{obj}" + (f" — {ev['reason'][:160]}" if ev["status"] != "pass" else "")
     if t == "accepted":
-        return f"  {ev['candidate']}: ACCEPTED, objective {fmt(ev['objective'])} (was {fmt(ev.get('previous_objective'))})"
+        tie = " within noise of the incumbent, not an improvement" if ev.get("within_noise") else ""
+        return (f"  {ev['candidate']}: ACCEPTED{tie}, objective {fmt(ev['objective'])} "
+                f"(was {fmt(ev.get('previous_objective'))})")
     if t == "rejected":
         return f"  {ev['candidate']}: rejected: {ev['reason']}"
     if t == "confirm":

@@ -306,7 +306,8 @@ class Optimizer:
         self.state.incumbent, self.state.parent_override = c, None
         self.store.save_best(c)
         self.emit("accepted", round=c.round, candidate=c.id, objective=c.score.value, kind=c.score.kind,
-                  previous=inc.id if inc else None, previous_objective=inc.score.value if inc else None)
+                  previous=inc.id if inc else None, previous_objective=inc.score.value if inc else None,
+                  **({"within_noise": True} if why.startswith("accepted within noise") else {}))
         return True
 
     def progress(self, c: Candidate) -> bool:
