@@ -57,16 +57,13 @@ def main(argv: list[str] | None = None) -> int:
             dest = Path(a.into) / "kernels" / p.parent.name / p.name
             have = json.loads(dest.read_text()) if dest.exists() else {"kernel": f"kernels/{k}", "op": p.parent.name, "devices": {}}
             cur = have["devices"].get("cuda") or {}
-            before = json.dumps(have, sort_keys=True)
             # the new verdict goes in as the primary where the committed one is missing, covers fewer
             # shapes, or judged another source (stale: `aka kb best` ignores it); never over a current
             # all-shape verdict of the same source (it may be the home GPU's). Else it is kept as its
             # GPU model's verdict (aka.kb.verify.put_cuda: `aka kb best --gpu` and a verify on that
             # GPU read it), unless a newer one of that model is there.
             replace = cur.get("shapes_spec") != "all" or cur.get("source_hash") != r.get("source_hash")
-            put_cuda(have, r, primary=replace)
-            changed = json.dumps(have, sort_keys=True) != before
-            if changed:
+            if put_cuda(have, r, primary=replace):
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_text(json.dumps(have, indent=2) + "\n")
                 merged += 1

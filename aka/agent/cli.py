@@ -134,11 +134,9 @@ def cmd_optimize(args) -> int:
 
 
 def hardware_in_hand(device: str) -> str:
-    """The GPU model a cuda device is (torch's name for it), or "cpu"."""
-    if device.startswith("cuda"):
-        import torch
-        return torch.cuda.get_device_name(torch.device(device))
-    return "cpu"
+    """The GPU model a cuda device is (torch's name for it, aka.kb.verify.gpu_name), or "cpu"."""
+    from aka.kb.verify import gpu_name
+    return (gpu_name(device) or device) if device.startswith("cuda") else "cpu"
 
 
 def check_same_hardware(store, device: str, op: str) -> None:
@@ -226,9 +224,10 @@ def run_optimize(cfg, store, problem, task, console, *, resumed: bool = False, o
 def best_line(inc, root) -> str:
     """The run's closing line: its best kernel, and, when that one was promoted on a tie (a
     dispatcher within noise of the incumbent), that it is no better than the kernel it replaced."""
+    from aka.agent.loop import TIE
     tie = str(inc.meta.get("decision", ""))
     return (f"[bold green]best: {inc.id}, objective {inc.score.value:.4g} ({inc.score.kind})[/]"
-            + (f" ({tie}: no better than the kernel it replaced)" if tie.startswith("accepted within noise") else "")
+            + (f" ({tie}: no better than the kernel it replaced)" if tie.startswith(TIE) else "")
             + f" -> {root / 'best.py'}, {root / 'kernel_module.py'}")
 
 

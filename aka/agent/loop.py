@@ -29,6 +29,10 @@ from aka.llm import (BudgetExceeded, ContextTooLongError, FatalLLMError, LLMErro
 from aka.util import fmt
 
 
+# how a decision that promotes a candidate only as fast as the incumbent (a dispatcher tie) begins
+TIE = "accepted within noise"
+
+
 @dataclass
 class Outcome:
     run_id: str
@@ -297,7 +301,8 @@ class Optimizer:
             ok, why = False, f"not better than {inc.id}: {fmt(c.score.value)} vs {fmt(inc.score.value)}"
         if ok and inc is not None and not self.device.startswith("cpu"):
             ok, why = self.confirm(c, inc, not_worse=tie)
-        c.meta["decision"] = (why if why.startswith("accepted within noise") else "accepted") if ok else why
+        tie_won = ok and why.startswith(TIE)
+        c.meta["decision"] = (why if tie_won else "accepted") if ok else why
         c.accepted = ok
         self.store.save_candidate(c)  # the decision is on disk before the event that announces it
         if not ok:
@@ -307,7 +312,7 @@ class Optimizer:
         self.store.save_best(c)
         self.emit("accepted", round=c.round, candidate=c.id, objective=c.score.value, kind=c.score.kind,
                   previous=inc.id if inc else None, previous_objective=inc.score.value if inc else None,
-                  **({"within_noise": True} if why.startswith("accepted within noise") else {}))
+                  **({"within_noise": True} if tie_won else {}))
         return True
 
     def progress(self, c: Candidate) -> bool:
@@ -380,7 +385,7 @@ class Optimizer:
         if k == 0:
             if not_worse:
                 ok = not better(inc.score, c.score, gain)
-                return ok, ("accepted within noise (no re-measurement: eval.confirm_repeats=0)" if ok
+                return ok, (f"{TIE} (no re-measurement: eval.confirm_repeats=0)" if ok
                            else f"{inc.id} ahead by eval.min_rel_gain={gain} or more")
             ok = better(c.score, inc.score, gain)
             return ok, "accepted" if ok else f"gain under eval.min_rel_gain={gain}"
@@ -411,7 +416,7 @@ class Optimizer:
                        + ("within noise" if ok else f"{inc.id} faster beyond noise"))
             self.emit("confirm", candidate=c.id, incumbent=inc.id, challenger=ch, incumbent_samples=ic,
                       verdict=verdict, rule="not_worse", **extra)
-            return ok, f"accepted within noise ({verdict})" if ok else f"not even ({verdict})"
+            return ok, f"{TIE} ({verdict})" if ok else f"not even ({verdict})"
         ok = confirmed(ch, ic, gain)
         verdict = (f"median {statistics.median(ch):.4g} vs {statistics.median(ic):.4g}: "
                    + ("beyond noise" if ok else "within noise"))

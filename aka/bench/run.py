@@ -176,10 +176,10 @@ def other_gpus(out: Path, here: str) -> set[str]:
 
 def run_bench(suite: Suite, opts: RunOptions, progress=None) -> Path:
     device = resolve_device(opts.device)
-    import torch
-    if device.startswith("cuda") and torch.cuda.is_available():
+    from aka.kb.verify import gpu_name
+    here = gpu_name(device) if device.startswith("cuda") else None
+    if here:
         from aka.errors import UserError
-        here = torch.cuda.get_device_name(torch.device(device))
         others = other_gpus(opts.out, here)
         if others:
             raise UserError(f"{opts.out} holds records timed on {', '.join(sorted(others))}, and this GPU is {here}: "

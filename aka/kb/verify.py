@@ -67,6 +67,10 @@ def read_results(kernel: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
+def _date(entry: dict | None) -> str:
+    return str((entry or {}).get("date") or "")
+
+
 def cuda_entry(data: dict, gpu: str | None = None) -> dict:
     """A results record's GPU verdict: the primary one ("cuda") when `gpu` is None, else the newest
     of those recorded on a GPU whose name contains `gpu` (case-insensitive: "H100" or torch's full
@@ -78,27 +82,31 @@ def cuda_entry(data: dict, gpu: str | None = None) -> dict:
     found = [e for name, e in (data.get("gpus") or {}).items() if want in str(name).lower()]
     if want in str(primary.get("gpu") or "").lower():
         found.append(primary)
-    return max(found, key=lambda e: str(e.get("date") or ""), default={})
+    return max(found, key=_date, default={})
 
 
-def put_cuda(data: dict, entry: dict, primary: bool) -> None:
+def put_cuda(data: dict, entry: dict, primary: bool) -> bool:
     """Record a GPU verdict: as the primary one ("cuda"; the one it replaces, when another GPU
     model's, moves to "gpus") or, with primary False, in "gpus" under its GPU model unless a newer
-    verdict of that model is already there. "gpus" holds no copy of the primary."""
+    verdict of that model is already there. "gpus" holds no copy of the primary. Whether the
+    record changed."""
     devices = data.setdefault("devices", {})
     gpus = data.setdefault("gpus", {})
     gpu = str(entry.get("gpu") or "")
+    changed = False
     if primary:
         old = devices.get("cuda") or {}
-        if old.get("gpu") and old["gpu"] != gpu and str((gpus.get(old["gpu"]) or {}).get("date") or "") \
-                < str(old.get("date") or ""):
+        if old.get("gpu") and old["gpu"] != gpu and _date(gpus.get(old["gpu"])) < _date(old):
             gpus[old["gpu"]] = old
         devices["cuda"] = entry
         gpus.pop(gpu, None)
-    elif gpu and str(cuda_entry(data, gpu).get("date") or "") < str(entry.get("date") or ""):
+        changed = True
+    elif gpu and _date(cuda_entry(data, gpu)) < _date(entry):
         gpus[gpu] = entry
+        changed = True
     if not gpus:
         data.pop("gpus")
+    return changed
 
 
 def device_entry(data: dict, device: str, gpu: str | None = None) -> dict:
