@@ -49,7 +49,7 @@ done
 ops="${AKA_ABV_KBV_OPS:+$AKA_ABV_KBV_OPS,}${OPS// /,}"
 t=$(( $(left) - 20 ))
 timeout --signal=INT --kill-after=10 "$t" python3 -m aka.cli kb verify --kb /tmp/kbv/knowledge_base --device cuda \
-  --op "$ops" --first "$ops" --shapes all --jobs 2 --timeout "$t" > "$W/kbverify.log" 2>&1
+  --op "$ops" --first "$ops" --shapes all --jobs 2 --timeout "$t" --budget $(( t - 10 )) > "$W/kbverify.log" 2>&1
 echo "[kb verify rc=$? ops $ops]" | tee -a "$W/steps.txt"
 mkdir -p "$W/kbv"
 for op in ${ops//,/ }; do cp -r "/tmp/kbv/results/kb/kernels/$op" "$W/kbv/"; done

@@ -76,7 +76,7 @@ if [[ -n ${AKA_OPT_KBV_OPS:-} ]]; then
     s=$(date +%s); kb_copy /tmp/kbv
     t=$(( $(left) - 20 ))
     timeout --signal=INT --kill-after=15 "$t" python3 -m aka.cli kb verify --device cuda --kb /tmp/kbv/knowledge_base \
-      --op "$AKA_OPT_KBV_OPS" --shapes all --jobs 2 --timeout "$t" --unlock-compiles > "$W/kbverify.log" 2>&1
+      --op "$AKA_OPT_KBV_OPS" --shapes all --jobs 2 --timeout "$t" --budget $(( t - 10 )) --unlock-compiles > "$W/kbverify.log" 2>&1
     echo "[kb verify rc=$? wall=$(( $(date +%s) - s ))s ops $AKA_OPT_KBV_OPS]" >> "$W/steps.txt"
     mkdir -p "$W/kbv"
     for op in ${AKA_OPT_KBV_OPS//,/ }; do cp -r "/tmp/kbv/results/kb/kernels/$op" "$W/kbv/" 2>/dev/null; done

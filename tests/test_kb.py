@@ -644,6 +644,52 @@ def test_verify_runs_a_kernel_that_ran_out_of_gpu_memory_beside_others_again_alo
     assert read_results(root / "kernels/rms_norm/rows.py")["devices"]["cuda"]["status"] == "crashed"
 
 
+def test_verify_budget_starts_only_what_fits_and_records_nothing_cut_off(tmp_path):
+    """--budget: a kernel whose last GPU evaluation would not fit in what is left is not started
+    (DEFERRED), so a shorter one can use the time; an evaluation stopped at the budget's end is
+    DEFERRED with nothing recorded; each evaluation's timeout is what is left of the budget."""
+    from aka.evaluate.result import EvalResult, ShapeResult
+    from aka.kb.verify import BUDGET_MARGIN, DEFERRED, MIN_START_S, expected_wall, read_results, verify
+    root = write_kb(tmp_path / "kb")
+    rows, online = root / "kernels/rms_norm/rows.py", root / "kernels/softmax/online.py"
+    rp = root.parent / "results/kb/kernels/rms_norm/rows.results.json"
+    rp.parent.mkdir(parents=True)
+    # an H100 verdict that took 400 s and an older H200 one that took 30 s: on the H200 the 30 s counts
+    rp.write_text(json.dumps({"devices": {"cuda": {"gpu": "H100", "date": "2026-12-06", "wall_s": {"total_s": 400.0}}},
+                              "gpus": {"H200": {"gpu": "H200", "date": "2026-12-01", "wall_s": {"total_s": 30.0}}}}))
+    assert expected_wall(rows, "H200") == 30.0 and expected_wall(rows, "B200") == 400.0
+    assert expected_wall(online, "H200") is None
+    seen = []
+
+    def run(op, path, shapes=None, config=None, status="pass"):
+        from aka.problem import load_problem
+        seen.append((Path(path).name, config.sandbox.timeout_s))
+        ids = [s.id for s in load_problem(op).select(shapes)]
+        return EvalResult(status=status, reason="killed" if status == "timeout" else "ok", problem=op,
+                          device=config.device, shapes=[ShapeResult(i, "n", correct=True) for i in ids],
+                          env={"gpu": "B200"})
+    budget = 400.0 * BUDGET_MARGIN - 1   # the 400 s kernel does not fit, the unknown one does
+    assert budget > MIN_START_S
+    out = dict((p.name, st) for p, st in verify(root, "cuda", evaluate_fn=run, timing=False, gpu="B200",
+                                                budget_s=budget))
+    assert out == {"rows.py": DEFERRED, "online.py": "pass"}
+    assert [n for n, _ in seen] == ["online.py"] and seen[0][1] <= budget   # the budget cut its timeout
+    assert "B200" not in json.dumps(read_results(rows))                      # nothing recorded for rows
+    # too little left even for a kernel with no recorded time
+    seen.clear()
+    out = dict((p.name, st) for p, st in verify(root, "cuda", evaluate_fn=run, timing=False, gpu="B200",
+                                                budget_s=MIN_START_S - 1, force=True))
+    assert out == {"rows.py": DEFERRED, "online.py": DEFERRED} and seen == []
+    # stopped at the budget's end: deferred, not a timeout verdict on the kernel
+    stopped = dict((p.name, st) for p, st in verify(root, "cuda", timing=False, gpu="B200", budget_s=budget,
+                                                    force=True, evaluate_fn=lambda *a, **k: run(*a, **k, status="timeout")))
+    assert stopped["online.py"] == DEFERRED and read_results(online)["devices"]["cuda"]["status"] == "pass"
+    # a timeout under the run's own per-kernel limit (no budget cut) is the kernel's verdict
+    out = dict((p.name, st) for p, st in verify(root, "cuda", timing=False, gpu="B200", force=True, timeout_s=50,
+                                                evaluate_fn=lambda *a, **k: run(*a, **k, status="timeout")))
+    assert out["online.py"] == "timeout" and read_results(online)["devices"]["cuda"]["status"] == "timeout"
+
+
 def test_verify_measures_again_on_another_gpu_model(tmp_path):
     """A verdict recorded on an H100 is current on an H100 and is measured again on an H200 (else a
     kernel verified on the H100 never gets an H200 result); the record keeps both."""

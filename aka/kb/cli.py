@@ -73,6 +73,10 @@ def add_parser(sub) -> None:
     v.add_argument("--force", action="store_true", help="re-run kernels whose result is current")
     v.add_argument("--shapes", default=None, help="shape ids, 'first', 'last', 'small' or 'all' (default: cpu small, cuda all)")
     v.add_argument("--timeout", type=float, default=900.0, help="seconds per kernel evaluation")
+    v.add_argument("--budget", type=float, default=None,
+                   help="seconds for the whole run: a kernel whose last recorded GPU evaluation would not fit "
+                        "in what is left is not started (deferred), each evaluation stops at the budget's end "
+                        "and nothing is recorded for one stopped there")
     v.add_argument("--jobs", type=int, default=1,
                    help="kernels evaluated at once; on one GPU their checks overlap and their timings "
                         "take turns (aka/evaluate/gpulock.py)")
@@ -323,21 +327,26 @@ def cmd_stats(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from aka.kb.verify import verify
+    from aka.kb.verify import DEFERRED, verify
     console = _console()
     if args.device == "cuda":
         from aka.evaluate.api import cuda_available
         if not cuda_available():
             from aka.errors import UserError
             raise UserError("aka kb verify --device cuda needs a CUDA GPU")
+    if args.budget is not None and args.budget <= 0:
+        from aka.errors import UserError
+        raise UserError(f"--budget must be a positive number of seconds, not {args.budget:g}")
     out = verify(_root(args), args.device, op=args.op, force=args.force, console=console, shapes=args.shapes,
                  timeout_s=args.timeout, jobs=args.jobs, timing=not args.no_timing,
                  first=[o for o in (args.first or "").split(",") if o], reverse=args.reverse,
                  missing_first=args.missing_first, oldest_first=args.oldest_first,
-                 unlock_compiles=args.unlock_compiles)
-    bad = [(p, s) for p, s in out if s not in ("pass", "skipped")]
+                 unlock_compiles=args.unlock_compiles, budget_s=args.budget)
+    bad = [(p, s) for p, s in out if s not in ("pass", "skipped", DEFERRED)]
+    deferred = sum(s == DEFERRED for _, s in out)
     console.print(f"{len(out)} kernels: {sum(s == 'pass' for _, s in out)} pass, "
-                  f"{sum(s == 'skipped' for _, s in out)} skipped (current), {len(bad)} not passing")
+                  f"{sum(s == 'skipped' for _, s in out)} skipped (current), {len(bad)} not passing"
+                  + (f", {deferred} deferred (would not finish within the budget)" if deferred else ""))
     for p, s in bad:
         console.print(f"  {p.parent.name}/{p.name}: {s}", markup=False)
     return 1 if bad else 0

@@ -151,6 +151,27 @@ def _covers(entry: dict, kernel: Path, spec: str) -> bool:
 
 
 RETRY_ALONE = "out of memory beside others"
+DEFERRED = "deferred"
+# With a wall budget (`aka kb verify --budget`), a kernel starts only when its last recorded GPU
+# evaluation, times BUDGET_MARGIN, fits in what is left; one with no recorded time needs MIN_START_S.
+# On 2026-12-06 (H100) a verify given the call's last 215 s started four kernels: one finished in
+# 199 s and the other three were killed at the deadline, their work lost.
+BUDGET_MARGIN = 1.25
+MIN_START_S = 90.0
+
+
+def expected_wall(kernel: Path, gpu: str | None = None) -> float | None:
+    """Seconds the kernel's last GPU evaluation took (`wall_s.total_s`): the GPU model in hand's
+    verdict when it has one, else the newest recorded on any GPU; None when none records it."""
+    data = read_results(kernel)
+    entries = [cuda_entry(data, gpu)] if gpu else []
+    entries += sorted([(data.get("devices") or {}).get("cuda") or {}, *(data.get("gpus") or {}).values()],
+                      key=_date, reverse=True)
+    for e in entries:
+        t = (e.get("wall_s") or {}).get("total_s")
+        if t:
+            return float(t)
+    return None
 
 
 def gpu_name(device: str) -> str | None:
@@ -195,7 +216,8 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
            evaluate_fn=None, shapes: str | None = None, timeout_s: float = 900.0, jobs: int = 1,
            timing: bool = True, first: list[str] | None = None, reverse: bool = False,
            missing_first: bool = False, oldest_first: bool = False,
-           unlock_compiles: bool = False, gpu: str | None = None) -> list[tuple[Path, str]]:
+           unlock_compiles: bool = False, gpu: str | None = None,
+           budget_s: float | None = None) -> list[tuple[Path, str]]:
     """(kernel, status or 'skipped') for every kernel; each result is written as soon as it is
     known, so an interrupted run keeps its finished kernels. With jobs > 1 several kernels are
     evaluated at once: on one GPU their checks overlap while their timings take turns under the
@@ -206,7 +228,13 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
     the oldest result on this device first: a partial re-verification after a harness change
     reaches the stalest verdicts) only order the work. `unlock_compiles`: the kernels' compiles let
     the GPU lock go (a knowledge base one trusts: aka/evaluate/gpulock.py). `gpu`: the GPU in hand (default: torch's name for it on a
-    CUDA device); a result recorded on another GPU model is verified again, not skipped."""
+    CUDA device); a result recorded on another GPU model is verified again, not skipped.
+    `budget_s`: the whole run's wall budget. A kernel whose last recorded GPU evaluation would not
+    fit in what is left (expected_wall x BUDGET_MARGIN) is not started and reported DEFERRED, so a
+    later, shorter one can use the time; each evaluation's timeout is cut to what is left, and one
+    killed by that cut is DEFERRED too, with nothing recorded (its time was the budget's, not the
+    kernel's)."""
+    import time
     from concurrent.futures import ThreadPoolExecutor
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -231,6 +259,7 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
         paths = sorted(paths, key=lambda p: bool(device_entry(read_results(p), device, gpu)))
     if oldest_first:
         paths = sorted(paths, key=lambda p: str(device_entry(read_results(p), device, gpu).get("date") or ""))
+    t0 = time.monotonic()
     cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*cols, console=console, transient=False) as bar:
         task = bar.add_task("verify", total=len(paths))
@@ -240,13 +269,25 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
             try:
                 if not force and is_current(p, device, spec, gpu):
                     return p, "skipped"
+                limit = timeout_s
+                if budget_s is not None:
+                    left = budget_s - (time.monotonic() - t0)
+                    est = expected_wall(p, gpu) if device != "cpu" else None
+                    need = est * BUDGET_MARGIN if est else MIN_START_S
+                    if need > left:
+                        bar.console.print(f"{name}: deferred, {left:.0f} s of the budget left, "
+                                          + (f"its last evaluation took {est:.0f} s" if est else
+                                             f"no recorded time (needs {MIN_START_S:.0f} s)"),
+                                          markup=False, highlight=False)
+                        return p, DEFERRED
+                    limit = min(timeout_s, left)
                 # no peer: a kernel's record keeps no peer figure (SHAPE_KEYS), and checking one is the
                 # op's cost, not the kernel's; with flex_attention peers it was most of it (2026-12-06,
                 # H100: four MLA kernels each compiled the same flex peer shape by shape and all four
                 # timed out at 283 s on shape 3 of 14). Peers are measured by `aka bench peers` and
                 # `aka bench run --impl peer`, once per op.
                 cfg = EvalConfig(device=device, timing=timing and device != "cpu", unlock_compiles=unlock_compiles,
-                                 sandbox=SandboxConfig(timeout_s=timeout_s), peer=False)
+                                 sandbox=SandboxConfig(timeout_s=limit), peer=False)
                 try:
                     res = run(kernel_op(p), p, shapes=spec.split("/")[0], config=cfg)
                 except ProblemError as e:
@@ -256,6 +297,10 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
                                       "it runs again alone once they are done", markup=False, highlight=False)
                     bar.update(task, total=bar.tasks[0].total + 1)
                     return p, RETRY_ALONE
+                if res.status == "timeout" and limit < timeout_s:
+                    bar.console.print(f"{name}: deferred, stopped at the budget's end ({limit:.0f} s)",
+                                      markup=False, highlight=False)
+                    return p, DEFERRED
                 write_result(p, root, device, record(res, p, device, spec))
                 sol = [s.sol_fraction for s in res.shapes if s.sol_fraction is not None]
                 w = res.wall_s or {}
