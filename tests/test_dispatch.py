@@ -441,3 +441,29 @@ def test_a_dispatcher_that_ties_the_incumbent_is_returned_when_ties_are_accepted
         assert "no better" not in best_line(c1, store.root)
     else:
         assert not d.accepted and out.incumbent is c1 and "not beyond noise" in d.meta["decision"]
+
+
+def test_shape_keys_build_inputs_on_the_runs_device_when_meta_cannot(monkeypatch):
+    """An input maker that reads values cannot run on meta; the keys are then built on the run's
+    device before the CPU (fp8_kv_decode_attention's bench inputs took 4-37 s a shape on the CPU)."""
+    import aka.evaluate.loader as loader
+    prob = load_problem(VEC_ADD)
+    tried = []
+    real = loader.ProblemRuntime
+
+    class Runtime(real):
+        def __init__(self, spec, device):
+            super().__init__(spec, "cpu")
+            self.where = device
+
+        def make_inputs(self, shape):
+            tried.append(self.where)
+            if self.where == "meta":
+                raise RuntimeError("Tensor.item() cannot be called on meta tensors")
+            return super().make_inputs(shape)
+    monkeypatch.setattr(loader, "ProblemRuntime", Runtime)
+    keys = shape_keys(prob, [prob.shapes["2"]], "cuda:0")
+    assert tried == ["meta", "cuda:0"] and keys["2"][1][0][1][1] == (4099,)
+    tried.clear()
+    shape_keys(prob, [prob.shapes["2"]])          # no device named: meta, then the CPU
+    assert tried == ["meta", "cpu"]

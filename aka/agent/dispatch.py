@@ -135,13 +135,16 @@ class _Recorder:
         return aka_key(args, kwargs)
 
 
-def shape_keys(problem, shapes) -> dict[str, tuple]:
+def shape_keys(problem, shapes, device: str | None = None) -> dict[str, tuple]:
     """The dispatch key of each shape's inputs, built on the meta device (no memory, no compute)
-    where the op's input maker allows it, else on the CPU."""
+    where the op's input maker allows it, else on `device` (the run's), else on the CPU. An input
+    maker that reads values (fp8_kv_decode_attention quantises its cache: `.item()`) cannot run on
+    meta, and on the CPU its bench shapes took 4-37 s each here (2 cores): on the H100, 2026-12-06,
+    keying its 12 shapes on the CPU outlasted the closing dispatch round's place in the budget."""
     from aka.evaluate.loader import ProblemRuntime, call
     out, runtimes = {}, {}
     for s in shapes:
-        for device in ("meta", "cpu"):
+        for device in dict.fromkeys(d for d in ("meta", device, "cpu") if d):
             try:
                 rt = runtimes.get(device) or runtimes.setdefault(device, ProblemRuntime(problem.worker_spec(), device))
                 out[s.id] = call(_Recorder(), rt.make_inputs(s.to_json()))
@@ -270,7 +273,7 @@ def build(history, problem, task) -> tuple[str, dict]:
     if not variants:
         raise DispatchError("no passing candidate has a time on every task shape"
                             + (" (CPU interpreter: no timings)" if task.device.startswith("cpu") else ""))
-    keys = shape_keys(problem, task.shapes)
+    keys = shape_keys(problem, task.shapes, task.device)
     p, notes = unify(plan(variants, task.ids, task.weights), keys, task.weights)
     if len(p.variants) < 2:
         raise DispatchError(f"{p.variants[0].id} is the fastest, or within noise of it, on every shape "
