@@ -6,7 +6,8 @@
 # rest of the call (kernels that would not finish are deferred, not killed). On an H200 the cached
 # H100 run is set aside by gpu_optimize.sh and a new run starts.
 #   here: bash scripts/pre_device.sh; the device, carrying .gpucache and .whl:
-#   OUT=$OUT bash results/h100/device-2026-12-06d/call3.sh
+#   OUT=$OUT bash results/h100/device-2026-12-06d/call3.sh   (run 2026-12-06 as AKA_DEADLINE_S=430 AKA_AFTER_OPT_S=15:
+#   the session had 545 s of device time left)
 set -uo pipefail
 T0=$(date +%s); DEADLINE=${AKA_DEADLINE_S:-560}
 export AKA_CACHE_DIR=$PWD/.gpucache
@@ -15,7 +16,7 @@ trap pack_out EXIT
 device_open
 # 380 s of wall: less than round 3 plus the closing round would need (2 x 197 s), so the loop goes
 # straight to the dispatch round
-AKA_DEADLINE_S=$(( $(left) - 80 )) AKA_OPT_OPS=fp8_kv_decode_attention AKA_OPT_WALL=380 \
+AKA_DEADLINE_S=$(( $(left) - ${AKA_AFTER_OPT_S:-80} )) AKA_OPT_OPS=fp8_kv_decode_attention AKA_OPT_WALL=380 \
   bash scripts/gpu_optimize.sh > $OUT/optimize.log 2>&1
 echo "[optimize fp8_kv_decode_attention rc=$? $(( $(date +%s) - T0 ))s]"; tail -14 $OUT/optimize.log
 FIRST=fused_moe,paged_decode_attention,gemm_bf16,fp8_block_scaled_gemm,mla_decode_attention,fused_add_rms_norm
