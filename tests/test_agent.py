@@ -495,6 +495,17 @@ def test_confirmation_not_worse_promotes_a_tie_and_rejects_a_steady_loss():
     ok, why = Optimizer.confirm(stub, SimpleNamespace(id="c3", score=Score(0.6985, "sol_fraction")), inc,
                                 not_worse=True)
     assert not ok and "c1 faster beyond noise" in why
+    # ahead on every sample by less than min_rel_gain (the H100's fp8_kv_decode_attention dispatcher,
+    # 2026-12-06): a gain beyond noise, not a tie
+    values.update({"c3": iter([0.3972, 0.3966]), "c1": iter([0.3919, 0.3923])})
+    ok, why = Optimizer.confirm(stub, SimpleNamespace(id="c3", score=Score(0.3976, "sol_fraction")),
+                                SimpleNamespace(id="c1", score=Score(0.3922, "sol_fraction")), not_worse=True)
+    assert ok and why.startswith("accepted, faster beyond noise") and "+1.3%" in why
+    assert "under eval.min_rel_gain=0.02" in why and "within noise" not in why
+    values.update({"c3": iter([0.43, 0.432]), "c1": iter([0.3919, 0.3923])})      # and by more than it
+    ok, why = Optimizer.confirm(stub, SimpleNamespace(id="c3", score=Score(0.431, "sol_fraction")),
+                                SimpleNamespace(id="c1", score=Score(0.3922, "sol_fraction")), not_worse=True)
+    assert ok and why.startswith("accepted, faster beyond noise") and "min_rel_gain" not in why
     stub.cfg.eval.confirm_repeats = 0                                              # no re-measurement
     assert Optimizer.confirm(stub, ch, inc, not_worse=True)[0]
     assert not Optimizer.confirm(stub, SimpleNamespace(id="c3", score=Score(0.68, "sol_fraction")), inc,

@@ -222,12 +222,14 @@ def run_optimize(cfg, store, problem, task, console, *, resumed: bool = False, o
 
 
 def best_line(inc, root) -> str:
-    """The run's closing line: its best kernel, and, when that one was promoted on a tie (a
-    dispatcher within noise of the incumbent), that it is no better than the kernel it replaced."""
-    from aka.agent.loop import TIE
-    tie = str(inc.meta.get("decision", ""))
+    """The run's closing line: its best kernel, and, when that one was promoted by the closing
+    dispatcher's rule, whether it is no better than the kernel it replaced (a tie) or ahead of it
+    beyond noise by less than eval.min_rel_gain."""
+    from aka.agent.loop import AHEAD, TIE
+    why = str(inc.meta.get("decision", ""))
     return (f"[bold green]best: {inc.id}, objective {inc.score.value:.4g} ({inc.score.kind})[/]"
-            + (f" ({tie}: no better than the kernel it replaced)" if tie.startswith(TIE) else "")
+            + (f" ({why}: no better than the kernel it replaced)" if why.startswith(TIE) else
+               f" ({why})" if why.startswith(AHEAD) else "")
             + f" -> {root / 'best.py'}, {root / 'kernel_module.py'}")
 
 
