@@ -86,6 +86,10 @@ class Optimizer:
         # wall seconds of the run's rounds (the wall budget's forecast): a resumed run starts from
         # those its store recorded, so its first round is forecast too
         self.round_s: list[float] = past_round_walls(store.events())
+        # candidates evaluated by this process: after a resume, an incumbent scored in an earlier call
+        # (often another machine of the same model) is not one of them, and its stored score is not
+        # a sample to set beside today's re-measurements (confirm)
+        self.here: set[str] = set()
 
     # -- events -----------------------------------------------------------------------------
     def emit(self, type_: str, **data) -> dict:
@@ -286,6 +290,7 @@ class Optimizer:
 
     def evaluate(self, c: Candidate, got=None) -> None:
         c.result, c.score = got if got is not None else self._eval(c)
+        self.here.add(c.id)
         res = c.result
         self.emit("evaluation", round=c.round, candidate=c.id, status=res.status, reason=res.reason[:400],
                   objective=c.score.value, kind=c.score.kind, per_shape=c.score.per_shape,
@@ -386,7 +391,9 @@ class Optimizer:
 
     def confirm(self, c: Candidate, inc: Candidate, not_worse: bool = False) -> tuple[bool, str]:
         """GPU: re-measure challenger and incumbent together, `confirm_repeats` times, before a promotion.
-        not_worse: the challenger passes unless the incumbent is faster beyond noise (a tie promotes)."""
+        not_worse: the challenger passes unless the incumbent is faster beyond noise (a tie promotes).
+        An incumbent scored before a resume (not in self.here) is re-measured once more in place of its
+        stored score, so every sample compared was taken on the machine in hand."""
         k, gain = self.cfg.eval.confirm_repeats, self.cfg.eval.min_rel_gain
         if k == 0:
             if not_worse:
@@ -395,8 +402,16 @@ class Optimizer:
                            else f"{inc.id} ahead by eval.min_rel_gain={gain} or more")
             ok = better(c.score, inc.score, gain)
             return ok, "accepted" if ok else f"gain under eval.min_rel_gain={gain}"
-        ch, ic = [c.score.value], [inc.score.value]
+        here = getattr(self, "here", None)
+        earlier = here is not None and inc.id not in here   # scored before a resume: re-measured instead
+        ch, ic = [c.score.value], ([] if earlier else [inc.score.value])
         inc_failed: list[str] = []  # the incumbent failing its re-measurement: on the record, never silent
+        if earlier:
+            res, s = self._eval(inc, remeasure=True)
+            if s.value is not None and s.kind == c.score.kind:
+                ic.append(s.value)
+            else:
+                inc_failed.append(f"{res.status} {res.reason[:160]}")
         from concurrent.futures import ThreadPoolExecutor
         for i in range(k):
             # Both re-measured at once (timing only: both passed the checks already, and the timed
@@ -414,6 +429,8 @@ class Optimizer:
                 if s.value is not None and s.kind == c.score.kind:
                     samples.append(s.value)
         extra = {"incumbent_failed": inc_failed} if inc_failed else {}
+        if earlier:
+            extra["incumbent_score_set_aside"] = inc.score.value   # measured in an earlier call of the run
         if not_worse:
             # the incumbent must not win beyond noise at any gain: a steady small loss (a dispatch
             # overhead) separates the samples and rejects; overlapping samples are a tie; a steady
