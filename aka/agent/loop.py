@@ -443,9 +443,10 @@ class Optimizer:
                           else "within noise" if ok else f"{inc.id} faster beyond noise"))
             self.emit("confirm", candidate=c.id, incumbent=inc.id, challenger=ch, incumbent_samples=ic,
                       verdict=verdict, rule="not_worse", **extra)
+            if ahead and confirmed(ch, ic, gain):
+                return ok, "accepted"        # ahead by min_rel_gain or more: the ordinary promotion
             if ahead:
-                return ok, f"{AHEAD} ({verdict}" + (")" if confirmed(ch, ic, gain) else
-                                                    f"; under eval.min_rel_gain={gain}, which other candidates need)")
+                return ok, f"{AHEAD} ({verdict}; under eval.min_rel_gain={gain}, which other candidates need)"
             return ok, f"{TIE} ({verdict})" if ok else f"not even ({verdict})"
         ok = confirmed(ch, ic, gain)
         verdict = (f"median {statistics.median(ch):.4g} vs {statistics.median(ic):.4g}: "
