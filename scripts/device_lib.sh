@@ -31,6 +31,14 @@ device_provenance() {
   echo "source ${AKA_GIT_SHA:-unknown}"; nproc; date -u +%FT%TZ
 }
 
+# the ops in the order of their suite weight (fused_moe, paged decode and gemm hold 74% of it): where a
+# kb verify with a deadline should spend its time first (`--first "$KBV_ORDER"`)
+KBV_ORDER=fused_moe,paged_decode_attention,gemm_bf16,fp8_block_scaled_gemm,mla_decode_attention,fused_add_rms_norm
+KBV_ORDER=$KBV_ORDER,moe_sum,softcap_window_decode_attention,prefill_attention,gated_delta_rule_decode,silu_and_mul
+KBV_ORDER=$KBV_ORDER,fp8_kv_decode_attention,fp8_per_token_group_quant,causal_conv1d,gelu_and_mul,qk_norm,rope_interleaved
+KBV_ORDER=$KBV_ORDER,awq_w4a16_gemm,rope_neox,gated_rms_norm,silu_and_mul_fp8_quant,rms_norm,fp8_per_token_quant
+KBV_ORDER=$KBV_ORDER,reshape_and_cache,fused_qkv_rope,fused_rms_norm_fp8_quant,top_k_top_p_filter,gumbel_max_sample,l2_norm
+
 # a scratch copy of the knowledge base and its committed results, for a kb verify that must not
 # write into the tree: kb_copy DIR (then --kb DIR/knowledge_base; the results land in DIR/results)
 kb_copy() {

@@ -17,11 +17,7 @@ export AKA_CACHE_DIR=$PWD/.gpucache
 . scripts/device_lib.sh
 trap pack_out EXIT
 device_open
-FIRST=fp8_kv_decode_attention,fused_moe,paged_decode_attention,gemm_bf16,fp8_block_scaled_gemm,mla_decode_attention
-FIRST=$FIRST,fused_add_rms_norm,moe_sum,softcap_window_decode_attention,prefill_attention,gated_delta_rule_decode,silu_and_mul
-FIRST=$FIRST,fp8_per_token_group_quant,causal_conv1d,gelu_and_mul,qk_norm,rope_interleaved,awq_w4a16_gemm,rope_neox
-FIRST=$FIRST,gated_rms_norm,silu_and_mul_fp8_quant,rms_norm,fp8_per_token_quant,reshape_and_cache,fused_qkv_rope
-FIRST=$FIRST,fused_rms_norm_fp8_quant,top_k_top_p_filter,gumbel_max_sample,l2_norm
+FIRST=fp8_kv_decode_attention,$KBV_ORDER   # device_lib.sh: the ops by suite weight
 kb_copy /tmp/kbv; touch /tmp/kbv/stamp
 t=$(( $(left) - 25 ))
 timeout --signal=INT --kill-after=10 $(( t + 10 )) python3 -m aka.cli kb verify --kb /tmp/kbv/knowledge_base --device cuda \
