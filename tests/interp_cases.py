@@ -20,3 +20,37 @@ def assert_cases_pass(script: str, kernel, cases: list, timeout: int = 600) -> l
     bad = [r for r in rows if not r["ok"]]
     assert not bad, bad
     return rows
+
+
+# A `script` for assert_cases_pass: each case {"op", "shape" (a shape id), "cfg" (AKA_PARAMS entries),
+# optional "scale" {input name: factor}, optional "max_rel_err"} runs the kernel's ModelNew on the op's
+# inputs for that shape (seed 3, the named inputs multiplied first) and compares it with the op's
+# reference as the harness does; it prints ok (the comparison passes, or with max_rel_err the relative
+# norm error is at most that: the harness's absolute tolerance is set for unit-scale data; and the
+# output is finite), rel_err and the reason.
+REFERENCE_CASES = r"""
+import json, sys, torch
+from aka.evaluate.interp_fix import install
+install()
+from aka.evaluate.compare import compare_outputs
+from aka.evaluate.loader import ProblemRuntime, import_file
+from aka.problem import load_problem
+kern = import_file(sys.argv[1], "_reference_cases")
+for case in json.loads(sys.argv[2]):
+    prob = load_problem(case["op"])
+    rt = ProblemRuntime(prob.worker_spec(), "cpu")
+    shape = prob.select(case["shape"])[0].to_json()
+    torch.manual_seed(3)
+    init, kw = rt.init_args(shape)
+    inputs = rt.make_inputs(shape)
+    for name, factor in case.get("scale", {}).items():
+        inputs[name] = (inputs[name].float() * factor).to(inputs[name].dtype)
+    want = rt.make_reference(shape)(**inputs)
+    kern.AKA_PARAMS = dict(kern.AKA_PARAMS, **case["cfg"])
+    got = kern.ModelNew(*init, **kw)(**inputs)
+    worst, _ = compare_outputs(got, want, prob.meta)
+    finite = bool(torch.isfinite(got.float()).all())
+    ok = worst.rel_err <= case["max_rel_err"] if "max_rel_err" in case else worst.ok
+    print(json.dumps({"case": case, "ok": ok and finite, "rel_err": worst.rel_err, "reason": worst.reason}),
+          flush=True)
+"""

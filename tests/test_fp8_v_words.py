@@ -5,7 +5,7 @@ reference with forced splits, both PV_HILO settings and pipelined V on the op's 
 tests/test_kb_kernels.py runs the default configuration (and each declared value alone) on the
 small shapes; here the splits are forced so the combine runs on every shape."""
 from aka.problem import REPO_ROOT
-from tests.interp_cases import assert_cases_pass
+from tests.interp_cases import REFERENCE_CASES, assert_cases_pass
 
 OP = "fp8_kv_decode_attention"
 KERNEL = REPO_ROOT / "knowledge_base" / "kernels" / OP / "v_words.py"
@@ -38,27 +38,6 @@ for case in json.loads(sys.argv[2]):
     print(json.dumps({"case": case, "ok": ok, "bad": int((out.float() != want).sum())}), flush=True)
 """
 
-CASES = r"""
-import json, sys, torch
-from aka.evaluate.interp_fix import install
-install()
-from aka.evaluate.compare import compare_outputs
-from aka.evaluate.loader import ProblemRuntime, import_file
-from aka.problem import load_problem
-prob = load_problem("fp8_kv_decode_attention")
-rt = ProblemRuntime(prob.worker_spec(), "cpu")
-kern = import_file(sys.argv[1], "_v_words_cases")
-for case in json.loads(sys.argv[2]):
-    shape = prob.select(case["shape"])[0].to_json()
-    torch.manual_seed(3)
-    init, kw = rt.init_args(shape)
-    inputs = rt.make_inputs(shape)
-    want = rt.make_reference(shape)(**inputs)
-    kern.AKA_PARAMS = dict(kern.AKA_PARAMS, **case["cfg"])
-    got = kern.ModelNew(*init, **kw)(**inputs)
-    worst, _ = compare_outputs(got, want, prob.meta)
-    print(json.dumps({"case": case, "ok": worst.ok, "rel_err": worst.rel_err, "reason": worst.reason}), flush=True)
-"""
 
 
 def test_widening_is_exact_for_every_finite_e4m3_byte():
@@ -66,8 +45,8 @@ def test_widening_is_exact_for_every_finite_e4m3_byte():
 
 
 def test_forced_splits_and_both_pv_settings_match_the_reference():
-    cases = [{"shape": s, "cfg": cfg} for s in ("s0", "s1", "s2")
+    cases = [{"op": OP, "shape": s, "cfg": cfg} for s in ("s0", "s1", "s2")
              for cfg in ({"SPLIT_TOKENS": 16, "BN": 16, "PV_HILO": 1, "num_stages": 2},
                          {"SPLIT_TOKENS": 16, "BN": 32, "PV_HILO": 0, "num_warps": 8})]
-    rows = assert_cases_pass(CASES, KERNEL, cases, timeout=600)
+    rows = assert_cases_pass(REFERENCE_CASES, KERNEL, cases, timeout=600)
     assert all(r["rel_err"] < 2e-3 for r in rows if r["case"]["cfg"]["PV_HILO"]), rows

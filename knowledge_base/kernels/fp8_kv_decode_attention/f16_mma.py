@@ -42,6 +42,11 @@ Design:
   needed PV_HILO's residual dot to get under the 5e-3 limit). acc is kept times 2^e. A change of e
   between tiles multiplies acc with alpha, and the end divides it out. Powers of two: exact.
 - One P @ V dot, accumulating into acc (`tl.dot(p, v, acc * rescale)`).
+- The price of 11-bit P: an output element that cancels to near zero in a row of large values
+  carries an error of a few 2^-12 of the row's magnitude. With the bench's inputs that is far under
+  the bf16 tolerance (atol 1e-2). With V scales 1000x larger (outputs about 500), one element of 144
+  that cancelled to -0.875 came out -0.910, outside atol + rtol, while split_kv_fp8's hi + lo P
+  (about 16 bits) matched it. A bf16-cache kernel's 8-bit P is coarser still.
 - V in shared memory stays 8-bit and is read with `ld.shared.u8` (64 a tile): Triton 3.6 hoists the
   widening past the dot operand's layout change (kernels/fp8_kv_decode_attention/v_words). v_words
   avoids those loads by widening int16 words with integer ops, which cost more instructions
