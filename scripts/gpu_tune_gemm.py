@@ -141,6 +141,20 @@ PREFILL_BASE = [tile(128, 256, 64, 8, 3, 1, split=1, persist=1), tile(128, 256, 
                 tile(128, 256, 64, 8, 4, 0, split=1), tile(128, 128, 64, 8, 4, 1, split=0, persist=1)]
 
 
+# Added 2026-12-06 (twelfth session): in Triton 3.6 a warpgroup waits for each K step's fresh fp8 dot
+# to finish (WARPGROUP.DEPBAR.LE gsb0, 0x0) before it scales the result in, with at most 3 of the
+# scaling's FP32 multiplies issued under the MMA, whether the dot is written fresh, carried into the
+# next trip or issued in pairs (`python scripts/probe_fp8_wgmma_waits.py`). So the tensor cores idle
+# while a warpgroup scales, unless another program on the SM has MMAs in flight then. The table's
+# prefill rows run 128x128 tiles on 8 warps, persistent at one program per SM (0.61 of the measured
+# ceiling on the H200). These give the SM two or three programs: 64-row or 64-column tiles on 4 warps
+# (155-157 registers; 82-91 KB of shared memory at 3 stages, two programs an SM; 57 KB at 2 stages,
+# three), persistent at OCC 2 or 3, or one program per tile (scripts/check_gemm_grid.py: no spills).
+# Not yet timed.
+FP8_OVERLAP = [tile(64, 128, 128, 4, 3, 1, split=1, persist=1, occ=2), tile(64, 128, 128, 4, 2, 1, split=1, persist=1, occ=3),
+               tile(128, 64, 128, 4, 3, 1, split=1, persist=1, occ=2), tile(64, 128, 128, 4, 3, 1, split=1)]
+
+
 def fp8_grid(M):
     if M <= 4:
         return [gemv(32, 128, 4), tile(16, 64, 128, 4, 4, 1), gemv(64, 128, 4), tile(16, 128, 128, 4, 4, 1)]
@@ -157,7 +171,7 @@ def fp8_grid(M):
     # 128x256 at 8 warps, 128x128 at 4 and 256x128 at 8 spill (fresh dot result beside the accumulator:
     # scripts/check_gemm_grid.py), so prefill stays at 128x128 / 64x128 / 128x64 tiles.
     return [tile(128, 128, 128, 8, 4, 1, split=1, persist=1), tile(128, 128, 128, 8, 4, 1, split=1),
-            tile(128, 128, 128, 8, 3, 1, split=1, persist=1), tile(64, 128, 128, 4, 5, 1, split=1, persist=1),
+            *FP8_OVERLAP, tile(128, 128, 128, 8, 3, 1, split=1, persist=1), tile(64, 128, 128, 4, 5, 1, split=1, persist=1),
             tile(128, 64, 128, 4, 4, 1, split=1, persist=1), tile(128, 128, 128, 8, 4, 1, split=1, persist=1, group=16),
             tile(128, 128, 128, 8, 4, 0, split=1)]
 
