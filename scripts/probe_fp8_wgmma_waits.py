@@ -21,6 +21,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 import triton
 import triton.language as tl
@@ -74,15 +75,15 @@ def probe(form: int, bm: int, bn: int, warps: int, stages: int) -> dict:
                                  attrs={}), target=GPUTarget("cuda", 90, 32),
                        options={"num_warps": warps, "num_stages": stages})
     tools = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
-    cubin = f"/tmp/_fp8_wgmma_probe_{form}.cubin"
-    with open(cubin, "wb") as f:
-        f.write(k.asm["cubin"])
-    sass = subprocess.run([os.path.join(tools, "nvdisasm"), "-c", cubin], capture_output=True, text=True).stdout
-    ptx = f"/tmp/_fp8_wgmma_probe_{form}.ptx"
-    with open(ptx, "w") as f:
-        f.write(k.asm["ptx"])
-    info = subprocess.run([os.path.join(tools, "ptxas"), "-arch=sm_90a", "-v", ptx, "-o", "/dev/null"],
-                          capture_output=True, text=True).stderr
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin, ptx = os.path.join(tmp, "k.cubin"), os.path.join(tmp, "k.ptx")
+        with open(cubin, "wb") as f:
+            f.write(k.asm["cubin"])
+        with open(ptx, "w") as f:
+            f.write(k.asm["ptx"])
+        sass = subprocess.run([os.path.join(tools, "nvdisasm"), "-c", cubin], capture_output=True, text=True).stdout
+        info = subprocess.run([os.path.join(tools, "ptxas"), "-arch=sm_90a", "-v", ptx, "-o", "/dev/null"],
+                              capture_output=True, text=True).stderr
     ins = [re.sub(r"/\*[0-9a-f]+\*/", "", s).strip() for s in sass.splitlines() if re.search(r"/\*[0-9a-f]+\*/", s)]
     waits = []   # per MMA group: (the wait that follows it, instructions before it, FP32 multiplies among them)
     for i, s in enumerate(ins):

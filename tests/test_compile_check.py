@@ -119,3 +119,22 @@ def test_kv_words_stay_values_after_set():
     from aka.cli import kv_to_flags
     assert kv_to_flags(["compile-check", "--set", "BINS=128", "shape=4096x4096"]) == \
         ["compile-check", "--set", "BINS=128", "--shape", "4096x4096"]
+
+
+def test_fp8_fresh_dot_waits_hold_in_the_offline_compile():
+    """The fp8 block-scaled GEMM playbook's finding (scripts/probe_fp8_wgmma_waits.py): in Triton 3.6
+    every group of fresh-dot QGMMAs is waited to zero before the scaling, in each of the three loop
+    forms, so at most a few of the scaling's multiplies run under an MMA."""
+    import importlib.util
+
+    from aka.kb.compile_check import _triton_tool
+    from aka.problem import REPO_ROOT
+    if not _triton_tool("nvdisasm"):
+        pytest.skip("no nvdisasm in this Triton wheel")
+    spec = importlib.util.spec_from_file_location("probe_fp8", REPO_ROOT / "scripts" / "probe_fp8_wgmma_waits.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    for form in range(3):
+        r = probe.probe(form, 128, 128, 8, 3)
+        assert r["spill"] == 0 and r["waits"], r
+        assert all(w == "0x0" and f <= 4 for w, _, f in r["waits"]), (form, r["waits"])
