@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # PREPARED, not yet run: the next session's first device call. It replaces ../device-2026-12-06c/next_call.sh
 # (its H100 branch ran on 2026-12-06 as call 1 here).
-# Either card: `aka kb verify --budget` with fp8_kv_decode_attention first, so f16_mma (fp16 MMAs, a third
+# Either card: scripts/gpu_tune_gemm.py over the fp8 block-scaled GEMM (110 s), (its prefill shapes), then `aka kb verify --budget`
+# with fp8_kv_decode_attention first, so f16_mma (fp16 MMAs, a third
 # fewer instructions per cached token than split_kv_fp8 in the offline sm_90a compile, never timed) gets its
 # first GPU verdict beside split_kv_fp8 and v_words on the same card; then the ops by suite weight, kernels
 # with no verdict on this card first (on an H200: the 32 without a current H200 verdict; on an H100, most).
@@ -17,6 +18,11 @@ export AKA_CACHE_DIR=$PWD/.gpucache
 . scripts/device_lib.sh
 trap pack_out EXIT
 device_open
+# the fp8 GEMM's tune grid first (about 2 minutes): its FP8_OVERLAP configs (two or three programs per SM,
+# so one program's MMAs run while another scales its fresh dot; ops/fp8_block_scaled_gemm.md) have never
+# been timed; they sit third to sixth in the prefill list, beside the table's configs and torch's scaled_mm
+timeout 150 python3 scripts/gpu_tune_gemm.py $OUT/tune_fp8 --deadline 110 --ops fp8_block_scaled_gemm --shapes 7,9,10,11,12,13,14,15 > $OUT/tune_fp8.log 2>&1
+echo "[tune fp8 rc=$? $(( $(date +%s) - T0 ))s]"; tail -20 $OUT/tune_fp8.log
 FIRST=fp8_kv_decode_attention,$KBV_ORDER   # device_lib.sh: the ops by suite weight
 kb_copy /tmp/kbv; touch /tmp/kbv/stamp
 t=$(( $(left) - 25 ))
