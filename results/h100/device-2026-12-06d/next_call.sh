@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # PREPARED, not yet run: the next session's first device call. It replaces ../device-2026-12-06c/next_call.sh
 # (its H100 branch ran on 2026-12-06 as call 1 here).
-# Either card: scripts/gpu_tune_gemm.py over the fp8 block-scaled GEMM (110 s), (its prefill shapes), then `aka kb verify --budget`
+# Either card: scripts/gpu_tune_gemm.py over the fp8 block-scaled GEMM's prefill shapes (110 s), then `aka kb verify --budget`
 # with fp8_kv_decode_attention first, so f16_mma (fp16 MMAs, a third
 # fewer instructions per cached token than split_kv_fp8 in the offline sm_90a compile, never timed) gets its
 # first GPU verdict beside split_kv_fp8 and v_words on the same card; then the ops by suite weight, kernels
