@@ -34,11 +34,13 @@ def test_fp16_range_guards_and_forced_splits_match_the_reference():
 
 def test_the_offline_compile_holds_a_third_fewer_instructions_per_token():
     """`aka kb compile-check --op fp8_kv_decode_attention --shapes 2`: the loop body per 64-token
-    tile, 4 warps (sm_90a, triton 3.6): split_kv_fp8 1100, f16_mma 739 when written."""
+    tile, 4 warps (sm_90a, triton 3.6): split_kv_fp8 1100, f16_mma 739 when written. Compiled here at
+    bench shape 0, whose launch specialises the same way (the same counts) and whose inputs take
+    seconds, not a minute, to build on the CPU."""
     from aka.kb.compile_check import compile_check
 
     def loop(kernel):
-        r = compile_check(OP, str(REPO_ROOT / "knowledge_base" / "kernels" / OP / f"{kernel}.py"), ["2"], sass=True)
+        r = compile_check(OP, str(REPO_ROOT / "knowledge_base" / "kernels" / OP / f"{kernel}.py"), ["0"], sass=True)
         assert r.ok, r.error
         lr = next(lr for lr in r.launches if lr.kernel == "_fp8_split")
         if not lr.sass:
