@@ -493,3 +493,26 @@ def test_a_dispatcher_ahead_on_every_re_measurement_is_said_to_be_faster_not_a_t
     conf = [e for e in store.events() if e["type"] == "confirm" and e["candidate"] == d.id][-1]
     assert "faster beyond noise, +0.7%" in line(conf)
     assert "no better" not in best_line(d, store.root) and "faster beyond noise" in best_line(d, store.root)
+
+
+def test_shape_keys_keep_the_runs_device_after_a_shape_keyed_on_meta(monkeypatch):
+    """Every shape gets the same order (meta, the run's device, the CPU): a shape keyed on meta
+    must not drop the run's device from the next one's (the loop variable once rebound it)."""
+    import aka.evaluate.loader as loader
+    prob = load_problem(VEC_ADD)
+    tried = []
+    real = loader.ProblemRuntime
+
+    class Runtime(real):
+        def __init__(self, spec, device):
+            super().__init__(spec, "cpu")
+            self.where = device
+
+        def make_inputs(self, shape):
+            tried.append(self.where)
+            if self.where == "meta" and shape["input_kwargs"]["n"] == 4099:
+                raise RuntimeError("Tensor.item() cannot be called on meta tensors")
+            return super().make_inputs(shape)
+    monkeypatch.setattr(loader, "ProblemRuntime", Runtime)
+    shape_keys(prob, [prob.shapes["0"], prob.shapes["2"]], "cuda:0")
+    assert tried == ["meta", "meta", "cuda:0"]

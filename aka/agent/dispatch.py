@@ -143,10 +143,11 @@ def shape_keys(problem, shapes, device: str | None = None) -> dict[str, tuple]:
     keying its 12 shapes on the CPU outlasted the closing dispatch round's place in the budget."""
     from aka.evaluate.loader import ProblemRuntime, call
     out, runtimes = {}, {}
+    order = list(dict.fromkeys(d for d in ("meta", device, "cpu") if d))
     for s in shapes:
-        for device in dict.fromkeys(d for d in ("meta", device, "cpu") if d):
+        for where in order:
             try:
-                rt = runtimes.get(device) or runtimes.setdefault(device, ProblemRuntime(problem.worker_spec(), device))
+                rt = runtimes.get(where) or runtimes.setdefault(where, ProblemRuntime(problem.worker_spec(), where))
                 out[s.id] = call(_Recorder(), rt.make_inputs(s.to_json()))
                 break
             except Exception as e:  # noqa: BLE001 - an input maker that needs real data: try the next device
