@@ -453,7 +453,7 @@ def test_confirmation_remeasures_both_at_once_timing_only():
 
     events = []
     stub = SimpleNamespace(cfg=SimpleNamespace(eval=SimpleNamespace(confirm_repeats=2, min_rel_gain=0.02)),
-                           _eval=fake_eval, emit=lambda t, **d: events.append((t, d)))
+                           _eval=fake_eval, emit=lambda t, **d: events.append((t, d)), here={"c1", "c2"})
     ch = SimpleNamespace(id="c2", score=Score(0.61, "sol_fraction"))
     inc = SimpleNamespace(id="c1", score=Score(0.51, "sol_fraction"))
     ok, why = Optimizer.confirm(stub, ch, inc)
@@ -483,7 +483,7 @@ def test_confirmation_not_worse_promotes_a_tie_and_rejects_a_steady_loss():
 
     events = []
     stub = SimpleNamespace(cfg=SimpleNamespace(eval=SimpleNamespace(confirm_repeats=2, min_rel_gain=0.02)),
-                           _eval=fake_eval, emit=lambda t, **d: events.append((t, d)))
+                           _eval=fake_eval, emit=lambda t, **d: events.append((t, d)), here={"c1", "c3"})
     ch = SimpleNamespace(id="c3", score=Score(0.703, "sol_fraction"))
     inc = SimpleNamespace(id="c1", score=Score(0.7028, "sol_fraction"))
     values.update({"c3": iter([0.7051, 0.7020]), "c1": iter([0.7040, 0.7035])})   # interleaved: a tie
@@ -516,7 +516,7 @@ def test_confirmation_not_worse_promotes_a_tie_and_rejects_a_steady_loss():
     ev = events[-1][1]
     assert ev["incumbent_samples"] == [0.7070, 0.7059, 0.7064] and ev["incumbent_score_set_aside"] == 0.7141
     assert ok and why.startswith("accepted within noise")
-    del stub.here
+    stub.here = {"c1", "c3"}
     stub.cfg.eval.confirm_repeats = 0                                              # no re-measurement
     assert Optimizer.confirm(stub, ch, inc, not_worse=True)[0]
     assert not Optimizer.confirm(stub, SimpleNamespace(id="c3", score=Score(0.68, "sol_fraction")), inc,

@@ -402,8 +402,7 @@ class Optimizer:
                            else f"{inc.id} ahead by eval.min_rel_gain={gain} or more")
             ok = better(c.score, inc.score, gain)
             return ok, "accepted" if ok else f"gain under eval.min_rel_gain={gain}"
-        here = getattr(self, "here", None)
-        earlier = here is not None and inc.id not in here   # scored before a resume: re-measured instead
+        earlier = inc.id not in self.here   # scored before a resume: re-measured instead
         ch, ic = [c.score.value], ([] if earlier else [inc.score.value])
         inc_failed: list[str] = []  # the incumbent failing its re-measurement: on the record, never silent
         if earlier:

@@ -71,6 +71,12 @@ def _date(entry: dict | None) -> str:
     return str((entry or {}).get("date") or "")
 
 
+def gpu_entries(data: dict) -> list[dict]:
+    """Every GPU verdict a results record holds: the primary one ("cuda") and those kept beside it."""
+    primary = (data.get("devices") or {}).get("cuda")
+    return ([primary] if primary else []) + list((data.get("gpus") or {}).values())
+
+
 def cuda_entry(data: dict, gpu: str | None = None) -> dict:
     """A results record's GPU verdict: the primary one ("cuda") when `gpu` is None, else the newest
     of those recorded on a GPU whose name contains `gpu` (case-insensitive: "H100" or torch's full
@@ -79,10 +85,7 @@ def cuda_entry(data: dict, gpu: str | None = None) -> dict:
     if gpu is None:
         return primary
     want = gpu.lower()
-    found = [e for name, e in (data.get("gpus") or {}).items() if want in str(name).lower()]
-    if want in str(primary.get("gpu") or "").lower():
-        found.append(primary)
-    return max(found, key=_date, default={})
+    return max((e for e in gpu_entries(data) if want in str(e.get("gpu") or "").lower()), key=_date, default={})
 
 
 def put_cuda(data: dict, entry: dict, primary: bool) -> bool:
@@ -165,9 +168,7 @@ def expected_wall(kernel: Path, gpu: str | None = None) -> float | None:
     verdict when it has one, else the newest recorded on any GPU; None when none records it."""
     data = read_results(kernel)
     entries = [cuda_entry(data, gpu)] if gpu else []
-    entries += sorted([(data.get("devices") or {}).get("cuda") or {}, *(data.get("gpus") or {}).values()],
-                      key=_date, reverse=True)
-    for e in entries:
+    for e in entries + sorted(gpu_entries(data), key=_date, reverse=True):
         t = (e.get("wall_s") or {}).get("total_s")
         if t:
             return float(t)
@@ -258,7 +259,7 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
     if missing_first:  # stable, like `first`; on a GPU in hand, no result of that GPU model counts as missing
         paths = sorted(paths, key=lambda p: bool(device_entry(read_results(p), device, gpu)))
     if oldest_first:
-        paths = sorted(paths, key=lambda p: str(device_entry(read_results(p), device, gpu).get("date") or ""))
+        paths = sorted(paths, key=lambda p: _date(device_entry(read_results(p), device, gpu)))
     t0 = time.monotonic()
     cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*cols, console=console, transient=False) as bar:
@@ -342,9 +343,7 @@ def stats(root: Path) -> dict:
             return e.get("status") if e.get("source_hash") == h else f"stale ({e.get('status')})"
         verdict = {d: said(e) for d, e in res.items()}
         # each GPU model's verdict, the primary's and those kept beside it (put_cuda)
-        per_gpu = {str(g): said(e) for g, e in (data.get("gpus") or {}).items()}
-        if (res.get("cuda") or {}).get("gpu"):
-            per_gpu[str(res["cuda"]["gpu"])] = said(res["cuda"])
+        per_gpu = {str(e["gpu"]): said(e) for e in reversed(gpu_entries(data)) if e.get("gpu")}  # the primary last: it wins
         kernels.append({"id": str(meta.get("id") or p.stem), "op": kernel_op(p), "verdicts": verdict,
                         "gpus": dict(sorted(per_gpu.items()))})
     bench = sorted(d.name for d in BENCH_OPS.iterdir() if d.is_dir() and not d.name.startswith(("_", "."))) \
