@@ -491,3 +491,21 @@ def test_shape_keys_keep_the_runs_device_after_a_shape_keyed_on_meta(monkeypatch
     tried = _keying_runtimes(monkeypatch, lambda shape: shape["input_kwargs"]["n"] == 4099)
     shape_keys(prob, [prob.shapes["0"], prob.shapes["2"]], "cuda:0")
     assert tried == ["meta", "meta", "cuda:0"]
+
+
+def test_a_dispatcher_ahead_on_every_re_measurement_is_said_to_be_faster_not_a_tie(tmp_path):
+    """The fp8_kv_decode_attention run of 2026-12-06 (H100): the dispatcher re-measured ahead of the
+    first candidate on every sample (+1.3%, under eval.min_rel_gain's 2%). That is a gain beyond
+    noise, and the run says so: not 'within noise', not 'no better than the kernel it replaced'."""
+    times = {FAST_SMALL: {"0": 2.0, "1": 3.0, "2": 10.2}, FAST_LARGE: {"0": 2.2, "1": 3.3, "2": 10.0}}
+    opt, out, store, *_ = _two_variant_run(tmp_path, "ahead", times, ci=0.002)   # steady re-measurements
+    d = opt.state.history[-1]
+    assert d.kind == "dispatch" and d.accepted and out.incumbent is d
+    assert d.meta["decision"].startswith("accepted, faster beyond noise") and "+0.7%" in d.meta["decision"]
+    from aka.agent.cli import best_line
+    from aka.agent.live import event_line as line
+    acc = [e for e in store.events() if e["type"] == "accepted" and e["candidate"] == d.id][-1]
+    assert "within_noise" not in acc and "not an improvement" not in line(acc)
+    conf = [e for e in store.events() if e["type"] == "confirm" and e["candidate"] == d.id][-1]
+    assert "faster beyond noise, +0.7%" in line(conf)
+    assert "no better" not in best_line(d, store.root) and "faster beyond noise" in best_line(d, store.root)
