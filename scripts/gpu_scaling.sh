@@ -10,7 +10,8 @@
 #   device: AKA_CACHE_DIR=$PWD/.gpucache OUT=$OUT bash scripts/gpu_scaling.sh
 #   env: AKA_DEADLINE_S (default 560), AKA_SC_OPS (the ops; default below), AKA_SC_JOBS (evaluations
 #        at once per GPU, default 4), AKA_SC_ITERS (convert rounds per op, default 2), AKA_SC_PARTS
-#        (default "bench1 benchN convert1 convertN"), AKA_SC_DEVICE=cpu (a smoke test of the script here:
+#        (default "bench1 benchN convert1 convertN"; "bench1 convert1" on a one-GPU host: the
+#        report then gives the one-GPU rows alone), AKA_SC_DEVICE=cpu (a smoke test of the script here:
 #        small shapes under the interpreter, no GPUs, nothing timed)
 set -uo pipefail
 : "${OUT:?set OUT to a results folder}"
@@ -27,8 +28,8 @@ PARTS=${AKA_SC_PARTS-bench1 benchN convert1 convertN}
 W=$OUT/scaling; R=$AKA_CACHE_DIR/scaling; mkdir -p "$W" "$R"
 pack() {
   echo "total wall seconds: $(( $(date +%s) - T0 ))" | tee -a "$W/steps.txt"
-  python3 scripts/scaling_report.py ${have_b:+--bench "$R/bench1" "$R/benchN"} \
-    ${have_c:+--convert "$R/convert1" "$R/convertN"} --out "$W/SCALING.md" > "$W/report.log" 2>&1
+  [[ -n $have_b$have_c ]] && python3 scripts/scaling_report.py ${have_b:+--bench "$R/bench1" ${bN:+"$R/benchN"}} \
+    ${have_c:+--convert "$R/convert1" ${cN:+"$R/convertN"}} --out "$W/SCALING.md" > "$W/report.log" 2>&1
   rm -rf "$W/runs"; cp -r "$R" "$W/runs"
   tar czf "$OUT/scaling.tgz" -C "$OUT" scaling && rm -rf "$W"
   ls -la "$OUT"
@@ -59,9 +60,12 @@ run() {  # run PART: one of the four, with what is left of the deadline
   esac
   echo "[$part rc=$? wall=$(( $(date +%s) - s ))s gpus $gpus]" | tee -a "$W/steps.txt"
 }
-have_b=; have_c=
+have_b=; have_c=; bN=; cN=   # a one-GPU host runs only "bench1 convert1": the report then has their rows alone
 for part in $PARTS; do
   run "$part"
-  [[ -d $R/bench1 && -d $R/benchN ]] && have_b=1
-  [[ -f $R/convert1/batch.jsonl && -f $R/convertN/batch.jsonl ]] && have_c=1
+  [[ -d $R/bench1 ]] && have_b=1
+  [[ -d $R/benchN ]] && bN=1
+  [[ -f $R/convert1/batch.jsonl ]] && have_c=1
+  [[ -f $R/convertN/batch.jsonl ]] && cN=1
 done
+exit 0

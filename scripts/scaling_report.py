@@ -1,6 +1,6 @@
 """Issue 17's figures: the same work on one GPU and on every GPU of the host.
 
-    python scripts/scaling_report.py [--bench RUN_1 RUN_N] [--convert LIB_1 LIB_N] [--noise 0.05] [--out F.md]
+    python scripts/scaling_report.py [--bench RUN_1 [RUN_N]] [--convert LIB_1 [LIB_N]] [--noise 0.05] [--out F.md]
 
 --bench: two `aka bench run` directories over the same implementations, ops and shapes, the first
 with `--gpus 0`, the second with `--gpus all` (run.json's invocation segments name the GPUs). --convert: two `aka convert`
@@ -10,7 +10,9 @@ the union of the jobs' start-to-end intervals, so time between device calls is n
 hour, and the scaling efficiency T_1 / (N x T_N). For bench runs also whether per-shape timings
 taken on the other GPUs agree with GPU 0's within the noise: per GPU of the N-GPU run, the ratio
 time_N / time_1 over the (impl, op, shape) cases both timed: median, the share within
-1 +- noise (default 5%, the timing tests' bound), the worst.
+1 +- noise (default 5%, the timing tests' bound), the worst. Given only the one-GPU run of a pair
+(a host with one GPU: the half issue 17 asks for until a multi-GPU machine is lent), its row is
+reported and the N-GPU row says it was not run.
 """
 from __future__ import annotations
 
@@ -59,13 +61,15 @@ def convert_lib(d: Path) -> dict:
     return {"dir": str(d), "wall_s": wall, "evals": len(jobs), "gpus": sorted(workers - {""}) or ["?"]}
 
 
-def scaling_lines(kind: str, one: dict, many: dict) -> list[str]:
+def scaling_lines(kind: str, one: dict, many: dict | None) -> list[str]:
+    per_h = lambda r: r["evals"] / r["wall_s"] * 3600 if r["wall_s"] else float("nan")  # noqa: E731
+    first = f"| {kind} | 1 ({','.join(one['gpus'])}) | {one['wall_s']:.0f} | {one['evals']} | {per_h(one):.0f} | - |"
+    if many is None:
+        return [first, f"| {kind} | N | not run | - | - | - |"]
     n = len(many["gpus"])
     eff = one["wall_s"] / (n * many["wall_s"]) if many["wall_s"] else float("nan")
-    per_h = lambda r: r["evals"] / r["wall_s"] * 3600 if r["wall_s"] else float("nan")  # noqa: E731
-    return [f"| {kind} | 1 ({','.join(one['gpus'])}) | {one['wall_s']:.0f} | {one['evals']} | {per_h(one):.0f} | - |",
-            f"| {kind} | {n} ({','.join(many['gpus'])}) | {many['wall_s']:.0f} | {many['evals']} | {per_h(many):.0f} | "
-            f"{eff:.2f} |"]
+    return [first, f"| {kind} | {n} ({','.join(many['gpus'])}) | {many['wall_s']:.0f} | {many['evals']} | "
+                   f"{per_h(many):.0f} | {eff:.2f} |"]
 
 
 def agreement(one: dict, many: dict, noise: float) -> list[str]:
@@ -87,25 +91,33 @@ def agreement(one: dict, many: dict, noise: float) -> list[str]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--bench", nargs=2, metavar=("RUN_1", "RUN_N"))
-    ap.add_argument("--convert", nargs=2, metavar=("LIB_1", "LIB_N"))
+    ap.add_argument("--bench", nargs="+", metavar="RUN", help="RUN_1 [RUN_N]")
+    ap.add_argument("--convert", nargs="+", metavar="LIB", help="LIB_1 [LIB_N]")
     ap.add_argument("--noise", type=float, default=0.05)
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
     if not (a.bench or a.convert):
         ap.error("give --bench and/or --convert")
+    for name, pair in (("--bench", a.bench), ("--convert", a.convert)):
+        if pair and len(pair) > 2:
+            ap.error(f"{name} takes the one-GPU run and, optionally, the N-GPU run")
     lines = ["# One GPU against every GPU of the host", "",
              "Produced by `scripts/scaling_report.py`. Efficiency: T_1 / (N x T_N).", "",
              "| work | GPUs | wall s | evaluations | per hour | efficiency |", "|---|---|---|---|---|---|"]
     extra = []
     try:
         if a.bench:
-            one, many = bench_run(Path(a.bench[0])), bench_run(Path(a.bench[1]))
+            one = bench_run(Path(a.bench[0]))
+            many = bench_run(Path(a.bench[1])) if len(a.bench) == 2 else None
             lines += scaling_lines("aka bench run", one, many)
-            extra = ["", f"Per-shape timings on each GPU against GPU {one['gpus'][0]}'s (noise bound "
-                     f"{a.noise:.0%}; GPU {one.get('gpu') or '?'}):", ""] + agreement(one, many, a.noise)
+            if many is not None:
+                extra = ["", f"Per-shape timings on each GPU against GPU {one['gpus'][0]}'s (noise bound "
+                         f"{a.noise:.0%}; GPU {one.get('gpu') or '?'}):", ""] + agreement(one, many, a.noise)
+            else:
+                extra = ["", f"GPU: {one.get('gpu') or '?'}. The N-GPU runs need a host with several GPUs."]
         if a.convert:
-            lines += scaling_lines("aka convert", convert_lib(Path(a.convert[0])), convert_lib(Path(a.convert[1])))
+            lines += scaling_lines("aka convert", convert_lib(Path(a.convert[0])),
+                                   convert_lib(Path(a.convert[1])) if len(a.convert) == 2 else None)
     except (OSError, KeyError, ValueError) as e:
         print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
         return 2

@@ -136,6 +136,16 @@ def test_scaling_report_from_a_one_gpu_and_a_two_gpu_run(tmp_path, monkeypatch):
     n1 = sum(r["gpu_index"] == "1" for r in rows)
     assert cells[1] == str(n1) and cells[4].startswith("1.200 (")     # every case of GPU 1, the worst named
     assert cells[3] == f"{(n1 - 1) / n1:.0%}"                           # all but the 20% case within 5%
+    # a one-GPU host: the one-GPU runs alone give their rows, the N-GPU rows say not run
+    out = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "scaling_report.py"), "--bench", str(one),
+                          "--convert", str(lib1)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "| aka bench run | 1 (0) | 100 | 4 | 144 | - |" in out.stdout
+    assert "| aka convert | 1 (0) | 20 | 2 | 360 | - |" in out.stdout        # two 10 s jobs one after the other
+    assert out.stdout.count("| N | not run |") == 2 and "time_N / time_1" not in out.stdout
+    bad = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "scaling_report.py"), "--bench", str(one),
+                          str(two), str(two)], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "optionally, the N-GPU run" in bad.stderr
 
 
 def test_unlock_compiles_reaches_every_candidate_evaluation_and_the_judge_spec(tmp_path, monkeypatch):
