@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # PREPARED, not yet run: the next session's first device call. It replaces ../device-2026-12-06c/next_call.sh
 # (its H100 branch ran on 2026-12-06 as call 1 here).
-# Either card: scripts/gpu_tune_gemm.py over the fp8 block-scaled GEMM's prefill shapes (110 s), then `aka kb verify --budget`
+# Either card: scripts/gpu_tune_gemm.py over the fp8 block-scaled GEMM's prefill shapes (110 s), each launch of fused_moe's and
+# paged decode's weakest shapes timed apart (scripts/probe_kernel_launches.py, about a minute), then `aka kb verify --budget`
 # with fp8_kv_decode_attention first, so f16_mma (fp16 MMAs, a third
 # fewer instructions per cached token than split_kv_fp8 in the offline sm_90a compile, never timed) gets its
 # first GPU verdict beside split_kv_fp8 and v_words on the same card; then the ops by suite weight, kernels
@@ -23,6 +24,15 @@ device_open
 # been timed; they sit third to sixth in the prefill list, beside the table's configs and torch's scaled_mm
 timeout 150 python3 scripts/gpu_tune_gemm.py $OUT/tune_fp8 --deadline 110 --ops fp8_block_scaled_gemm --shapes 7,9,10,11,12,13,14,15 > $OUT/tune_fp8.log 2>&1
 echo "[tune fp8 rc=$? $(( $(date +%s) - T0 ))s]"; tail -20 $OUT/tune_fp8.log
+# where the suite's heaviest op loses at prefill (fused_moe 0.30-0.61 of the datasheet at shapes 8-15 on the
+# H200 suite run, while the dense GEMM reaches 0.9 of the measured ceiling at like sizes) and where paged decode
+# stays under 0.8 (shapes 0, 6, 5): each launch of one forward timed on its own (about a minute)
+timeout 90 python3 scripts/probe_kernel_launches.py fused_moe grouped_dispatch --shapes 13,15,10,8 --reps 10 \
+  --out $OUT/moe_launches.json > $OUT/moe_launches.log 2>&1
+echo "[moe launches rc=$? $(( $(date +%s) - T0 ))s]"; tail -5 $OUT/moe_launches.log
+timeout 45 python3 scripts/probe_kernel_launches.py paged_decode_attention split_dispatch --shapes 0,6,5 --reps 10 \
+  --out $OUT/paged_launches.json > $OUT/paged_launches.log 2>&1
+echo "[paged launches rc=$? $(( $(date +%s) - T0 ))s]"; tail -4 $OUT/paged_launches.log
 FIRST=fp8_kv_decode_attention,$KBV_ORDER   # device_lib.sh: the ops by suite weight
 kb_copy /tmp/kbv; touch /tmp/kbv/stamp
 t=$(( $(left) - 25 ))
