@@ -254,7 +254,9 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
     if reverse:
         paths = paths[::-1]
     if first:  # stable: the named ops' kernels first, in the order named, the rest as they were
-        rank = {o: i for i, o in enumerate(first)}
+        rank: dict[str, int] = {}
+        for i, o in enumerate(first):   # an op named twice keeps its first place
+            rank.setdefault(o, i)
         paths = sorted(paths, key=lambda p: rank.get(p.parent.name, len(rank)))
     if missing_first:  # stable, like `first`; on a GPU in hand, no result of that GPU model counts as missing
         paths = sorted(paths, key=lambda p: bool(device_entry(read_results(p), device, gpu)))
