@@ -10,6 +10,13 @@ AKA_PARAMS. Prints, per shape and variant, the median time of each launch (by ke
 over its launches in one forward) and of the whole forward; --out writes the same as JSON after
 every shape, so a call cut short keeps what it measured. Times are not harness verdicts (no
 correctness check, no cold L2): they say which launch to work on.
+
+On a GPU the event spans (`launch_us`, `forward_us`) start when the host enqueues a launch, so a
+launch shorter than Triton's host-side launch path is charged that path: fused_moe's three
+alignment launches read 28-110 us each on an H100 (results/h100/device-2026-12-06e), and paged
+decode's forward 87.6 us where the harness's graph replay measured 57.2 us. `kernel_us` is the
+GPU's own time per kernel (torch.profiler's CUDA activity, summed by kernel name over a forward,
+torch's own kernels such as fills included) and `gpu_us` their sum: use those to rank launches.
 """
 from __future__ import annotations
 
@@ -100,11 +107,38 @@ def main(argv: list[str] | None = None) -> int:
             row = {"shape": sid, "label": spec.get("label") or sid, "variant": var,
                    "launch_us": {n: round(statistics.median(v), 2) for n, v in per.items()},
                    "forward_us": round(statistics.median(whole), 2)}
+            if cuda:
+                row.update(gpu_kernel_times(model, inputs, a.reps))
             report["rows"].append(row)
             print(json.dumps(row), flush=True)
             if a.out:
                 Path(a.out).write_text(json.dumps(report, indent=1))
     return 0
+
+
+def gpu_kernel_times(model, inputs, reps: int) -> dict:
+    """{"kernel_us": GPU time per forward by kernel name, "gpu_us": their sum} from the CUDA
+    activity torch.profiler records over `reps` forwards (mean per forward); {"kernel_error": why}
+    when the profiler gives nothing."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    try:
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(reps):
+                model(**inputs)
+            torch.cuda.synchronize()
+        tot: dict[str, float] = {}
+        for ev in prof.events():
+            if ev.device_type != torch.autograd.DeviceType.CUDA:
+                continue
+            name = ev.name if ev.name.startswith("_") or len(ev.name) <= 40 else "torch: " + ev.name[:60]
+            tot[name] = tot.get(name, 0.0) + ev.time_range.elapsed_us() / reps
+    except Exception as e:  # noqa: BLE001 - a probe: say why and keep the event spans
+        return {"kernel_error": f"{type(e).__name__}: {e}"[:300]}
+    if not tot:
+        return {"kernel_error": "the profiler recorded no CUDA kernel"}
+    return {"kernel_us": {n: round(v, 2) for n, v in sorted(tot.items(), key=lambda kv: -kv[1])},
+            "gpu_us": round(sum(tot.values()), 2)}
 
 
 if __name__ == "__main__":
