@@ -10,7 +10,7 @@ params:
   BN: [16, 32, 64, 128]
   num_warps: [2, 4, 8]
   num_stages: [1, 2, 3]
-summary: split_kv_fp8 with its MMAs in fp16 instead of bf16. e4m3 widens to fp16 by one packed convert per two elements (to bf16 it also takes a per-element fp16 -> bf16 convert), and P x v_scale in fp16 keeps 11 mantissa bits, so the second, residual P @ V dot that bf16 needed goes too; queries and P are brought into fp16's range by powers of two. A third fewer instructions per cached token in the offline sm_90a compile, for a loop that issue rate, not bandwidth, bounds.
+summary: split_kv_fp8 with its MMAs in fp16 instead of bf16. e4m3 widens to fp16 by one packed convert per two elements (to bf16 it also takes a per-element fp16 -> bf16 convert), and P x v_scale in fp16 keeps 11 mantissa bits, so the second, residual P @ V dot that bf16 needed goes too; queries and P are brought into fp16's range by powers of two. A third fewer instructions per cached token in the offline sm_90a compile; on an H100 it still ran 1.19x slower than v_words (geomean, 12 shapes), so instruction issue is not what bounds that loop.
 ---
 out[b, h] = softmax_j(scale * ks_j * (q . k8_j)) sum_j p_j * vs_j * v8_j over j < seq_lens[b].
 
@@ -56,9 +56,17 @@ Design:
   its cost), and a cvt.rn.f16x2.e4m3x2 inline-asm widening of V (771: Triton hoists it past the
   layout change as it does `.to()`, and the interpreter cannot run PTX).
 
-When to use it: decode attention over an fp8 e4m3 cache with per-token, per-head scales, at every
-batch. On a GPU, time it against split_kv_fp8 and v_words: the offline counts say fewer
-instructions, and the GPU has not yet timed it.
+Measured (H100, kb verify 2026-12-06, results/h100/device-2026-12-06e/call2/fp8kv_side_by_side.md):
+the instruction count did not predict the time. v_words, with 1.6x f16_mma's loop instructions,
+was faster on 11 of 12 shapes, 1.19x in geomean (batch 16 x 32k: 425 vs 527 us), f16_mma
+0.28-0.35 of the datasheet roofline against v_words' 0.27-0.42; at batch 1 they tie (73.7 vs
+75.2 us). So the loop is not issue-bound the way the count assumed; what holds it is not known
+(the next step is a stall profile, not another count). split_kv_fp8 has no H100 verdict to set
+beside them (out of GPU memory beside three other evaluations that call).
+
+When to use it: not over v_words, on the H100 measurement above. It stays as the measured answer
+to "do the bf16 converts and the residual P @ V dot cost the fp8 loop its speed": removing them
+did not make it faster.
 """
 import torch
 import torch.nn as nn
