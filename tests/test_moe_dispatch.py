@@ -121,26 +121,29 @@ torch.manual_seed(0)
 ids = torch.randint(-1, 6, (23, 3), dtype=torch.int32).view(-1)
 NP, E, bm = ids.numel(), 6, 16
 out = []
-for multi in (False, True):
+for nsub in (0, 2, 1):   # 0: the one-program alignment; else chunks of nsub tiles of 16 pairs
     n_blocks = NP // bm + min(E, NP)
     total = torch.empty(1, dtype=torch.int32)
     eid = torch.empty(n_blocks, dtype=torch.int32)
     srt = torch.full((n_blocks * bm,), NP, dtype=torch.int32)
-    if not multi:
+    if not nsub:
         k._align_one[(1,)](ids, srt, eid, total, NP, E, n_blocks, BM=bm, E_PAD=8, SUB=16, BB=4)
     else:
+        chunks = triton.cdiv(NP, 16 * nsub)
         counts = torch.zeros((2, 8), dtype=torch.int32)
         seg = torch.empty(8, dtype=torch.int32)
-        k._hist[(3,)](ids, counts, NP, E_PAD=8, SUB=16, NSUB=2)
+        k._hist[(chunks,)](ids, counts, NP, E_PAD=8, SUB=16, NSUB=nsub)
         k._offsets[(1,)](counts, seg, eid, total, n_blocks, E, BM=bm, E_PAD=8, BB=4)
-        k._scatter[(3,)](ids, seg, counts[1], srt, NP, E_PAD=8, SUB=16, NSUB=2)
+        k._scatter[(chunks,)](ids, seg, counts[1], srt, NP, E_PAD=8, SUB=16, NSUB=nsub)
     out.append({"total": int(total), "eid": eid.tolist(), "sorted": srt.tolist(), "ids": ids.tolist()})
 print(json.dumps(out))
 """
     p = subprocess.run([sys.executable, "-c", script, str(KERNEL)], capture_output=True, text=True,
                        env=interp_env(), cwd=REPO_ROOT, timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
-    for r in json.loads(p.stdout.strip().splitlines()[-1]):
+    results = json.loads(p.stdout.strip().splitlines()[-1])
+    assert len(results) == 3
+    for r in results:
         ids, srt, eid, total, bm = r["ids"], r["sorted"], r["eid"], r["total"], 16
         NP = len(ids)
         counts = [sum(1 for i in ids if i == e) for e in range(6)]
@@ -153,6 +156,19 @@ print(json.dumps(out))
                 assert ids[s] == eid[pos // bm]                                 # in its expert's block
         assert all(e == -1 for e in eid[total // bm:])
         assert eid[:total // bm] == sorted(eid[:total // bm])
+
+
+def test_alignment_chunks_give_every_sm_one_when_there_are_enough_pairs():
+    """chunk_subs: the most one-hot tiles per chunk (a power of two, at most CHUNK_SUBS) that
+    leaves a chunk for every SM; one tile a chunk when the pairs are fewer than that."""
+    k = load_kernel()
+    for NP in (2048, 16384, 32768, 131072, 1 << 20, 5000):
+        n = k.chunk_subs(NP, 132)
+        chunks = -(-NP // (k.SUB * n))
+        assert 1 <= n <= k.CHUNK_SUBS and n & (n - 1) == 0
+        assert chunks >= 132 or n == 1, (NP, n)
+        assert n == k.CHUNK_SUBS or -(-NP // (k.SUB * 2 * n)) < 132, (NP, n)    # doubling would starve SMs
+    assert k.chunk_subs(32768, 132) == 1 and k.chunk_subs(131072, 132) == 4     # shapes 10 and 15
 
 
 @pytest.mark.slow

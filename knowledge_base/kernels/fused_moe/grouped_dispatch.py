@@ -38,7 +38,8 @@ no torch compute):
    decode, where the whole op is 100-300 us and each launch a few us). Above it: `_hist`
    (per-chunk histogram, one vector atomic per chunk), `_offsets` (one program), `_scatter` (a
    chunk reserves its rows per expert with one atomic, then ranks inside the chunk): the order
-   inside a segment varies run to run, which changes no row's result.
+   inside a segment varies run to run, which changes no row's result. Chunks are 1-8 one-hot
+   tiles, as many as leave a chunk for every SM (`chunk_subs`).
 2. GEMM1 + SiLU-and-mul: one expert's rows x a slice of I per tile; x rows gathered by token,
    gate (rows n) and up (rows I + n) of w1 in two fp32 accumulators sharing the A tile, both
    rounded to bf16 (the reference's GEMM1 output), bf16 silu(g) * u stored in sorted order, so
@@ -109,7 +110,7 @@ DISPATCH = {
 # DISPATCH-END
 
 SUB = 128                    # pairs per one-hot tile [SUB, E_PAD]: 16K int32 at 128 experts
-CHUNK_SUBS = 8               # tiles per chunk of the large-NP alignment: 1024 pairs
+CHUNK_SUBS = 8               # at most this many tiles per chunk of the large-NP alignment (1024 pairs)
 SMALL_WORK = 65536           # pairs x E_PAD up to which one program aligns: 512 pairs at 128
                              # experts (4 one-hot tiles), 8192 at 8. An estimate, not a
                              # measurement: past it one program's tile loop should outlast the
@@ -341,6 +342,18 @@ def _grid(n_upper, persist, sms):
     return (min(n_upper, 2 * sms) if persist else n_upper,)
 
 
+def chunk_subs(NP: int, sms: int) -> int:
+    """One-hot tiles per chunk of the multi-program alignment: the most (a power of two up to
+    CHUNK_SUBS) that still gives every SM a chunk. With a fixed 8 (until 2026-12-06), 32768 pairs
+    were 32 chunks on 132 SMs, and at 128 experts each chunk's eight [128, 128] cumsum tiles made
+    `_scatter` 75.6 us of GPU time on an H100 (shape 10, torch.profiler, results/h100/device-2026-12-06e)."""
+    per_sm = triton.cdiv(NP, SUB) // max(1, sms)
+    n = 1
+    while n * 2 <= min(per_sm, CHUNK_SUBS):
+        n *= 2
+    return n
+
+
 def moe_forward(hidden, w1, w2, topk_weights, topk_ids, cfg, small_work=SMALL_WORK):
     """The whole fused MoE under one explicit configuration (the tuner calls it directly;
     tests lower `small_work` to run the multi-program alignment on small shapes)."""
@@ -366,12 +379,13 @@ def moe_forward(hidden, w1, w2, topk_weights, topk_ids, cfg, small_work=SMALL_WO
         _align_one[(1,)](ids, sorted_ids, expert_ids, total, NP, E, n_blocks,
                          BM=bm, E_PAD=e_pad, SUB=SUB, BB=128, num_warps=4)
     else:
-        n_chunks = triton.cdiv(NP, SUB * CHUNK_SUBS)
+        nsub = chunk_subs(NP, sms)
+        n_chunks = triton.cdiv(NP, SUB * nsub)
         counts = torch.zeros((2, e_pad), dtype=torch.int32, device=dev)   # counts, cursors
         seg = torch.empty((e_pad,), dtype=torch.int32, device=dev)
-        _hist[(n_chunks,)](ids, counts, NP, E_PAD=e_pad, SUB=SUB, NSUB=CHUNK_SUBS, num_warps=4)
+        _hist[(n_chunks,)](ids, counts, NP, E_PAD=e_pad, SUB=SUB, NSUB=nsub, num_warps=4)
         _offsets[(1,)](counts, seg, expert_ids, total, n_blocks, E, BM=bm, E_PAD=e_pad, BB=128, num_warps=4)
-        _scatter[(n_chunks,)](ids, seg, counts[1], sorted_ids, NP, E_PAD=e_pad, SUB=SUB, NSUB=CHUNK_SUBS,
+        _scatter[(n_chunks,)](ids, seg, counts[1], sorted_ids, NP, E_PAD=e_pad, SUB=SUB, NSUB=nsub,
                               num_warps=4)
 
     w1_desc = _tma_view(w1, E * two_i, [bn, bk]) if cfg["USE_TMA"] else None
