@@ -28,7 +28,7 @@ PARTS=${AKA_SC_PARTS-bench1 benchN convert1 convertN}
 W=$OUT/scaling; R=$AKA_CACHE_DIR/scaling; mkdir -p "$W" "$R"
 pack() {
   echo "total wall seconds: $(( $(date +%s) - T0 ))" | tee -a "$W/steps.txt"
-  [[ -n $have_b$have_c ]] && python3 scripts/scaling_report.py ${have_b:+--bench "$R/bench1" ${bN:+"$R/benchN"}} \
+  [[ -n ${have_b:-}${have_c:-} ]] && python3 scripts/scaling_report.py ${have_b:+--bench "$R/bench1" ${bN:+"$R/benchN"}} \
     ${have_c:+--convert "$R/convert1" ${cN:+"$R/convertN"}} --out "$W/SCALING.md" > "$W/report.log" 2>&1
   rm -rf "$W/runs"; cp -r "$R" "$W/runs"
   tar czf "$OUT/scaling.tgz" -C "$OUT" scaling && rm -rf "$W"
