@@ -79,3 +79,12 @@ device_open() {
   echo "[calibrate rc=$? $(( $(date +%s) - T0 ))s]"
   ON_H200=0; nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && ON_H200=1
 }
+
+# a per-call script's first line after sourcing this file: `call_begin 560` sets T0 and DEADLINE
+# (AKA_DEADLINE_S, else the given seconds), uses the carried cache, packs $OUT on exit, opens the call
+call_begin() {
+  T0=$(date +%s); DEADLINE=${AKA_DEADLINE_S:-${1:-560}}
+  export AKA_CACHE_DIR=$PWD/.gpucache
+  trap pack_out EXIT
+  device_open
+}

@@ -138,3 +138,24 @@ def test_candidates_table_compares_a_runs_candidates_per_shape():
     assert "GPU NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0, git be302c7ac405." in out
     assert "c0001: objective 0.671, 0.953x peer geomean over 16 shapes, worst 0.793x; decision: accepted" in out
     assert out == (REPO_ROOT / "results" / "h200" / "optimize-2026-12-05" / "CANDIDATES.md").read_text()
+
+
+def test_call_begin_sets_the_deadline_cache_and_packs_out_on_exit(tmp_path):
+    """device_lib.sh's call_begin, the per-call scripts' opening (device_open stubbed: no GPU here):
+    AKA_DEADLINE_S wins over the script's own seconds, the carried cache is used, $OUT is packed."""
+    out = tmp_path / "out"
+    out.mkdir()
+    script = ('set -uo pipefail; . scripts/device_lib.sh; device_open() { echo opened > "$OUT/provenance.txt"; }; '
+              'call_begin 300; echo "deadline=$DEADLINE cache=$AKA_CACHE_DIR left=$(left)"')
+    for env_deadline, want in ((None, 300), ("120", 120)):
+        env = dict(os.environ, OUT=str(out))
+        env.pop("AKA_DEADLINE_S", None)
+        if env_deadline:
+            env["AKA_DEADLINE_S"] = env_deadline
+        r = subprocess.run(["bash", "-c", script], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert f"deadline={want} cache={REPO_ROOT}/.gpucache" in r.stdout
+        assert int(r.stdout.split("left=")[1]) in (want, want - 1)
+        assert _members(out / "out.tgz") == [".", "./provenance.txt"]      # packed on exit, loose files gone
+        assert [p.name for p in out.iterdir()] == ["out.tgz"]
+        (out / "out.tgz").unlink()

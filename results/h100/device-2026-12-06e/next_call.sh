@@ -13,11 +13,8 @@
 #   python scripts/collect_kbverify.py callN=/tmp/kbvN --since <start> --out <folder>/kbverify.tsv --merge
 #   python scripts/kernels_side_by_side.py fp8_kv_decode_attention v_words,f16_mma,split_kv_fp8 --base v_words --gpu <card>
 set -uo pipefail
-T0=$(date +%s); DEADLINE=${AKA_DEADLINE_S:-560}
-export AKA_CACHE_DIR=$PWD/.gpucache
 . scripts/device_lib.sh
-trap pack_out EXIT
-device_open
+call_begin 560
 timeout 90 python3 scripts/probe_kernel_launches.py fused_moe grouped_dispatch --shapes 10,13,3 --reps 10 \
   --out $OUT/moe_launches.json > $OUT/moe_launches.log 2>&1
 echo "[moe launches rc=$? $(( $(date +%s) - T0 ))s]"; cut -c1-400 $OUT/moe_launches.log | tail -3
