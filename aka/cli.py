@@ -70,7 +70,8 @@ def cmd_eval(args) -> int:
 
     console = Console(soft_wrap=True)  # a piped log keeps each message on one line, greppable
     cfg = EvalConfig(device=args.device, draws=args.draws, seed=args.seed, outliers=not args.no_outliers,
-                     timing=not args.no_timing, fresh_baselines=args.fresh_baselines, ncu=args.ncu,
+                     timing=not args.no_timing, fresh_baselines=args.fresh_baselines,
+                     ncu=args.ncu or args.ncu_stalls, ncu_stalls=args.ncu_stalls,
                      compile_report=args.compile_report,
                      peer=not args.no_peer,
                      ncu_shape=args.ncu_shape,
@@ -161,6 +162,8 @@ def add_eval(sub) -> None:
                    help="do not check and time the op's production peer (meta.json `peer`) beside the candidate")
     e.add_argument("--ncu", action="store_true", default=d.ncu, help="add Nsight Compute metrics for one shape")
     e.add_argument("--ncu-shape", default=d.ncu_shape, help="shape id for --ncu (default: the largest)")
+    e.add_argument("--ncu-stalls", action="store_true", default=d.ncu_stalls,
+                   help="--ncu with the warp-state stall reasons (what the warps wait on per issued instruction)")
     e.add_argument("--compile-report", action="store_true", default=d.compile_report,
                    help="compile the candidate's kernels offline for sm_90a on one shape, in a confined process, "
                         "and report registers, spills, shared memory and programs per SM (no GPU needed)")

@@ -195,3 +195,73 @@ def test_run_ncu_returns_when_an_escaped_child_holds_the_pipes(tmp_path, monkeyp
                 os.kill(int(pidfile.read_text()), signal.SIGKILL)
             except (ProcessLookupError, ValueError):
                 pass
+
+
+def _stall_csv(rows):
+    """ncu's raw page with the duration, issue-active and the stall metrics: one launch per row of
+    (duration ns, issue active %, {reason: value})."""
+    cols = [ncu.DURATION, ncu.ISSUE_ACTIVE] + [ncu.stall_metric(r) for r in ncu.STALL_REASONS]
+    head = '"ID","Process ID","Kernel Name",' + ",".join(f'"{c}"' for c in cols)
+    units = '"","","","nsecond","%",' + ",".join('"inst"' for _ in ncu.STALL_REASONS)
+    lines = [head, units]
+    for i, (dur, act, st) in enumerate(rows):
+        vals = [f"{dur:,}", str(act)] + [str(st.get(r, 0.0)) for r in ncu.STALL_REASONS]
+        lines.append(f'"{i}","7","k",' + ",".join(f'"{v}"' for v in vals))
+    return "\n".join(lines) + "\n"
+
+
+def test_stall_reasons_are_summarised_duration_weighted_and_largest_first():
+    """--ncu-stalls: per reason, the stalled warps per issued instruction, weighted by each launch's
+    duration (a short helper launch counts little), sorted; the line names the top reasons."""
+    text = _stall_csv([(3000, 30.0, {"long_scoreboard": 9.0, "wait": 1.0, "barrier": 0.5}),
+                       (1000, 70.0, {"long_scoreboard": 1.0, "wait": 5.0, "math_pipe_throttle": 2.0})])
+    launches = ncu.parse_raw_csv(text, ncu.FOCUSED_METRICS + ncu.STALL_METRICS)
+    s = ncu.summarize_ncu(launches, None)
+    assert s["issue_active_pct"] == pytest.approx(40.0)                # (30 x 3 + 70 x 1) / 4
+    assert s["stalls"]["long_scoreboard"] == pytest.approx(7.0)        # (9 x 3 + 1) / 4
+    assert s["stalls"]["wait"] == pytest.approx(2.0)
+    assert list(s["stalls"])[:4] == ["long_scoreboard", "wait", "math_pipe_throttle", "barrier"]   # 0.5 > 0.375
+    assert ncu.stall_line(s, top=2) == ("long_scoreboard 7.0, wait 2.0 warps stalled per issued instruction; "
+                                        "issue active 40%")
+    plain = ncu.summarize_ncu(launches_without_stalls := ncu.parse_raw_csv(FIXTURE.read_text()), None)
+    assert "stalls" not in plain and ncu.stall_line(plain) is None and launches_without_stalls
+
+
+def test_the_stall_metrics_reach_ncu_only_when_asked(tmp_path, monkeypatch):
+    """aka eval --ncu-stalls adds the warp-state metrics to the profiler's list; --ncu alone does not
+    (every metric group is another replay pass over the kernel)."""
+    import aka.evaluate.ncu_run as ncu_run
+    from aka.cli import build_parser
+    seen = []
+    monkeypatch.setattr(ncu_run, "run_ncu", lambda argv, kernels, timeout_s, **kw: seen.append(kw["metrics"]) or
+                        {"available": True, "error": "stub"})
+    monkeypatch.setenv("AKA_CACHE_DIR", str(tmp_path / "cache"))
+    from aka.evaluate.api import EvalConfig, build_spec
+    from aka.problem import load_problem
+    prob = load_problem(Path(__file__).parent / "fixtures" / "problems" / "vec_add")
+    spec, _ = build_spec(prob, prob.select("0"), "cpu", EvalConfig(device="cpu", seed=3), kernels=("add_kernel",))
+    for stalls in (False, True):
+        ncu_run.profile_shape(spec, "x = 1\n", "0", 1, None, timeout_s=30, stalls=stalls)
+    assert set(ncu.STALL_METRICS).isdisjoint(seen[0]) and set(ncu.STALL_METRICS) <= set(seen[1])
+    a = build_parser().parse_args(["eval", "vec_add", "c.py", "--ncu-stalls"])
+    assert a.ncu_stalls and not a.ncu                               # cmd_eval turns ncu on for it
+
+
+def test_the_report_prints_the_profile_and_its_stalls():
+    import io
+
+    from rich.console import Console
+
+    from aka.evaluate.report import render
+    from aka.evaluate.result import EvalResult, ShapeResult
+    prof = {"available": True, "dram_pct": 81.4, "sm_pct": 22.0, "occupancy_pct": 47.9, "bytes_over_min": 1.04,
+            "registers_per_thread": 128, "spill_bytes": 0, "issue_active_pct": 21.0,
+            "stalls": {"long_scoreboard": 11.25, "wait": 1.5}}
+    res = EvalResult(status="pass", problem="vec_add", device="cuda",
+                     shapes=[ShapeResult(id="3", label="n=1", correct=True, ncu=prof)])
+    buf = io.StringIO()
+    render(res, Console(file=buf, width=300))
+    line = next(ln for ln in buf.getvalue().splitlines() if "Nsight Compute" in ln)
+    assert line.strip() == ("shape 3, Nsight Compute: DRAM 81%, SM 22%, occupancy 48%; DRAM bytes 1.04x the minimum; "
+                            "128 registers, 0 B spilled; long_scoreboard 11.2, wait 1.5 warps stalled per issued "
+                            "instruction; issue active 21%")

@@ -33,6 +33,7 @@ class EvalConfig:
     fresh_baselines: bool = False  # ignore the baseline cache and re-measure interleaved
     ncu: bool = False              # Nsight Compute pass on one shape (GPU only)
     ncu_shape: str | None = None
+    ncu_stalls: bool = False       # with ncu: the warp-state stall reasons too (more replay passes)
     compile_report: bool = False   # offline GPU compile of the candidate's launches on one shape (any device):
                                    # registers, spills, shared memory, programs per SM; advice, not a verdict
     compile_capability: int = 90   # its target (sm_90a)
@@ -152,7 +153,7 @@ def _attach_ncu(res: EvalResult, spec: EvalSpec, source: str, cfg: EvalConfig) -
         res.notes.append(f"--ncu: unknown shape {sid}")
         return
     per_forward = sum((sr.kernels or {}).values()) or 1
-    sr.ncu = profile_shape(spec, source, sid, per_forward, sr.bytes)
+    sr.ncu = profile_shape(spec, source, sid, per_forward, sr.bytes, stalls=cfg.ncu_stalls)
     if not sr.ncu.get("available"):
         res.notes.append(f"ncu unavailable: {sr.ncu.get('reason')}")
     elif sr.ncu.get("refused"):  # the same code, run again for the profiler, tried what the runner refuses

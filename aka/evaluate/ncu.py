@@ -46,6 +46,28 @@ FOCUSED_METRICS: tuple[str, ...] = (
     LOCAL_LD, LOCAL_ST, L2_HIT, GRID, BLOCK,
 )
 
+# Warp-state statistics (`aka eval --ncu-stalls`): per stall reason, the average number of warps
+# stalled for that reason per issued instruction, so the reasons add up to the latency an issued
+# instruction waits on (Nsight Compute's WarpStateStats section). A kernel whose time the counts
+# of issued instructions do not explain (kernels/fp8_kv_decode_attention/f16_mma: a third fewer
+# instructions, 1.19x slower on an H100) shows here what its warps wait on: long_scoreboard
+# (global or local memory results), short_scoreboard (shared memory, special functions), wait
+# (fixed-latency dependencies), barrier, mio_throttle / lg_throttle (memory instruction queues
+# full), math_pipe_throttle (a busy pipe), dispatch_stall, no_instruction, not_selected (eligible,
+# another warp issued: not a loss).
+STALL_REASONS: tuple[str, ...] = (
+    "long_scoreboard", "short_scoreboard", "wait", "barrier", "mio_throttle", "lg_throttle",
+    "math_pipe_throttle", "dispatch_stall", "no_instruction", "not_selected",
+)
+ISSUE_ACTIVE = "smsp__issue_active.avg.pct_of_peak_sustained_active"   # cycles with an instruction issued
+
+
+def stall_metric(reason: str) -> str:
+    return f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio"
+
+
+STALL_METRICS: tuple[str, ...] = (ISSUE_ACTIVE,) + tuple(stall_metric(r) for r in STALL_REASONS)
+
 # Output that means the profiler cannot read counters on this machine.
 # After the kill, how long to wait for the pipes to drain.
 _DRAIN_S = 5.0
@@ -231,7 +253,29 @@ def summarize_ncu(launches: list[dict], min_bytes: float | None) -> dict:
         "spill_bytes": sum(spill_parts) if spill_parts else None,
         "l2_hit_pct": _weighted_mean(_values(launches, L2_HIT)),
         "kernels": kernels,
+        **_stalls(launches),
     }
+
+
+def _stalls(launches: list[dict]) -> dict:
+    """With the warp-state metrics: `issue_active_pct` and `stalls`, each reason's stalled warps per
+    issued instruction (duration-weighted over launches), largest first; {} without them."""
+    per = {r: _weighted_mean(_values(launches, stall_metric(r))) for r in STALL_REASONS}
+    per = {r: v for r, v in per.items() if v is not None}
+    if not per:
+        return {}
+    return {"issue_active_pct": _weighted_mean(_values(launches, ISSUE_ACTIVE)),
+            "stalls": dict(sorted(per.items(), key=lambda kv: -kv[1]))}
+
+
+def stall_line(summary: dict, top: int = 4) -> str | None:
+    """'long_scoreboard 8.1, wait 2.3, ... per issued instruction; issue active 31%', or None."""
+    stalls = summary.get("stalls") or {}
+    if not stalls:
+        return None
+    parts = ", ".join(f"{r} {v:.1f}" for r, v in list(stalls.items())[:top])
+    act = summary.get("issue_active_pct")
+    return f"{parts} warps stalled per issued instruction" + (f"; issue active {act:.0f}%" if act is not None else "")
 
 
 def _tail(text: str, n: int = 2000) -> str:

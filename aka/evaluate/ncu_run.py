@@ -24,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from aka.evaluate.ncu import run_ncu, summarize_ncu
+from aka.evaluate.ncu import FOCUSED_METRICS, STALL_METRICS, run_ncu, summarize_ncu
 from aka.evaluate.sandbox import scrubbed_env
 
 REFUSED_FILE = "refused.json"
@@ -32,7 +32,7 @@ TARGET = "aka.evaluate.ncu_target"
 
 
 def profile_shape(spec, source: str, shape_id: str, launches_per_forward: int,
-                  min_bytes: float | None, timeout_s: float = 300.0) -> dict:
+                  min_bytes: float | None, timeout_s: float = 300.0, stalls: bool = False) -> dict:
     from aka.evaluate.confine import child_setup, hidden_paths
     from aka.evaluate.gpulock import for_worker
     from aka.hardware import cache_dir
@@ -52,7 +52,9 @@ def profile_shape(spec, source: str, shape_id: str, launches_per_forward: int,
         argv = prefix + [sys.executable, "-m", TARGET, str(tmp / "spec.json")]
         # ncu replays every profiled kernel: it owns the GPU like a timed region does.
         with for_worker({"gpu_lock": spec.settings.gpu_lock}, spec.device, None).exclusive():
-            out = run_ncu(argv, list(spec.kernels), timeout_s, env=scrubbed_env(extra), min_bytes=min_bytes)
+            metrics = FOCUSED_METRICS + (STALL_METRICS if stalls else ())
+            out = run_ncu(argv, list(spec.kernels), timeout_s, env=scrubbed_env(extra), min_bytes=min_bytes,
+                          metrics=metrics)
         launches = out.pop("per_launch", None)
         refused = tmp / REFUSED_FILE
         if refused.is_file():

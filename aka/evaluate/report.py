@@ -73,6 +73,22 @@ def attach_roofline(res: EvalResult, prob: Problem, selected) -> None:
                       "impossible, not counted")
 
 
+def ncu_line(n: dict) -> str:
+    """One shape's profile in a line: DRAM and SM throughput, occupancy, DRAM bytes over the minimum,
+    registers and spills, then the stall reasons when they were asked for (--ncu-stalls)."""
+    from aka.evaluate.ncu import stall_line
+
+    def pct(key):
+        return f"{n[key]:.0f}%" if n.get(key) is not None else "-"
+    parts = [f"DRAM {pct('dram_pct')}, SM {pct('sm_pct')}, occupancy {pct('occupancy_pct')}"]
+    if n.get("bytes_over_min") is not None:
+        parts.append(f"DRAM bytes {n['bytes_over_min']:.2f}x the minimum")
+    if n.get("registers_per_thread") is not None:
+        parts.append(f"{n['registers_per_thread']:.0f} registers, {n.get('spill_bytes') or 0:.0f} B spilled")
+    stalls = stall_line(n)
+    return "; ".join(parts + ([stalls] if stalls else []))
+
+
 def render(res: EvalResult, console=None) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -118,6 +134,9 @@ def render(res: EvalResult, console=None) -> None:
                           markup=False)
             for line in summary_lines(s.compile):
                 console.print(f"    {line}", markup=False)
+    for s in res.shapes:
+        if s.ncu and s.ncu.get("available") and not s.ncu.get("error"):
+            console.print(f"  shape {s.id}, Nsight Compute: {ncu_line(s.ncu)}", markup=False)
     for n in res.notes:
         console.print(f"  [dim]note: {n}[/]")
     if res.wall_s:

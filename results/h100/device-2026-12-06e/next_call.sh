@@ -4,9 +4,11 @@
 # 1. fused_moe after 1465ce5 (alignment chunks sized to the SM count): GPU time per kernel at shapes 10, 13
 #    and 3 (call 2 here: _scatter 75.6 us at shape 10 with 32 chunks; predicted ~20 us with 256 chunks), then
 #    grouped_dispatch through the harness.
-# 2. fp8_kv_decode_attention/split_kv_fp8 alone (call 2 here: out of GPU memory beside three other
+# 2. Why f16_mma (a third fewer loop instructions) runs 1.19x slower than v_words: both profiled at bench
+#    shape 2 with the warp-state stall reasons (`aka eval --ncu-stalls`, gpu_ncu_probe.sh NCU_STALLS=1).
+# 3. fp8_kv_decode_attention/split_kv_fp8 alone (call 2 here: out of GPU memory beside three other
 #    evaluations), so the H100 has all three fp8-cache kernels side by side.
-# 3. kb verify of the rest, ops by suite weight, kernels with no verdict on this card first, within --budget.
+# 4. kb verify of the rest, ops by suite weight, kernels with no verdict on this card first, within --budget.
 #   here: bash scripts/pre_device.sh; the device, carrying .gpucache and .whl:
 #   OUT=$OUT bash results/h100/device-2026-12-06e/next_call.sh
 #   after: untar out.tgz; mkdir -p /tmp/kbvN/results/kb && tar xzf <folder>/kbv.tgz -C /tmp/kbvN/results/kb
@@ -18,6 +20,10 @@ call_begin 560
 timeout 90 python3 scripts/probe_kernel_launches.py fused_moe grouped_dispatch --shapes 10,13,3 --reps 10 \
   --out $OUT/moe_launches.json > $OUT/moe_launches.log 2>&1
 echo "[moe launches rc=$? $(( $(date +%s) - T0 ))s]"; cut -c1-400 $OUT/moe_launches.log | tail -3
+NCU_STALLS=1 NCU_TIMEOUT=150 bash scripts/gpu_ncu_probe.sh fp8_kv_decode_attention:v_words:2 \
+  fp8_kv_decode_attention:f16_mma:2
+for j in $OUT/ncu/ncu_*.json; do python3 -c "import json,sys; from aka.evaluate.report import ncu_line
+d=json.load(open(sys.argv[1])); print(sys.argv[1].split('/')[-1], [ncu_line(s['ncu']) for s in d['shapes'] if s.get('ncu')])" "$j"; done
 kb_copy /tmp/kbv; touch /tmp/kbv/stamp
 kbv() {  # kbv SECONDS JOBS ARGS...: one kb verify within SECONDS
   local t=$1 j=$2; shift 2
