@@ -69,6 +69,7 @@ class EvalSettings:
     timeout_s: float = 900.0
     idle_timeout_s: float = 180.0
     ncu: bool = False                     # Nsight Compute metrics for one shape of passing candidates
+    ncu_stalls: bool = False              # with ncu: the warp-state stall reasons too (a symptom for retrieval)
     compile_report: bool = True           # offline sm_90a compile of every candidate (registers, spills, programs
                                           # per SM), in a confined process: the prompt's compiler evidence, no GPU needed
     peer: bool = True                     # GPU: the op's production peer checked and timed beside (×peer)

@@ -26,6 +26,27 @@ FAR_SOL_FRACTION = 0.6   # below it a shape is "far below the roofline"
 BYTES_OVER_MIN = 1.3     # DRAM bytes over the op's minimum: an extra pass over the data
 LOW_OCCUPANCY_PCT = 25.0
 MAX_REGISTERS = 255      # registers/thread at the hardware cap: spills follow
+MIN_STALL = 1.0          # stalled warps per issued instruction for the top stall reason to become a symptom
+# What a profile's largest stall reason (aka eval --ncu-stalls) says, in the notes' words, with the
+# words a note's `symptoms` field would use for it. not_selected is left out: it is not a loss.
+STALL_PHRASES = {
+    "long_scoreboard": ("warps stalled on global memory (long scoreboard): too few bytes in flight, load latency "
+                        "exposed", "long scoreboard", "bytes in flight", "latency"),
+    "short_scoreboard": ("warps stalled on shared memory or special-function results (short scoreboard)",
+                         "short scoreboard", "shared memory"),
+    "mio_throttle": ("shared-memory instruction queue full (MIO throttle): too many shared loads per element, "
+                     "byte loads, bank conflicts", "mio throttle", "shared memory", "bank conflict"),
+    "lg_throttle": ("global load queue full (LG throttle): many narrow global loads instead of wide vector loads",
+                    "lg throttle", "vectorized", "16-byte"),
+    "wait": ("warps stalled on fixed-latency dependencies (wait): dependent instruction chains, too little ILP",
+             "wait stall", "dependency"),
+    "barrier": ("warps wait at barriers: work uneven between warps, or a sync per tile", "barrier", "syncthreads"),
+    "math_pipe_throttle": ("a math pipe saturated (math pipe throttle): conversions or FMAs on one pipe",
+                           "math pipe", "conversion"),
+    "dispatch_stall": ("dispatch stalls: the pipeline could not take the selected instruction", "dispatch"),
+    "no_instruction": ("instruction fetch stalls (no instruction): a loop body too large for the instruction cache",
+                       "instruction cache", "unroll"),
+}
 
 
 @dataclass(frozen=True)
@@ -36,6 +57,8 @@ class NcuSignal:
     registers_per_thread: float | None = None
     dram_pct: float | None = None
     sm_pct: float | None = None
+    stall: str | None = None               # --ncu-stalls: the largest stall reason
+    stall_per_issue: float | None = None   # its stalled warps per issued instruction
 
 
 @dataclass(frozen=True)
@@ -98,10 +121,15 @@ def shape_signal(s, weights: dict[str, float], small_ids: set[str]) -> ShapeSign
         id=s.id, label=s.label, weight=weights.get(s.id, 1.0), correct=s.correct, failed_stage=s.failed_stage,
         reason=trim(s.reason, REASON_CHARS), time_us=s.time_us, sol_us=s.sol_us, sol_fraction=s.sol_fraction,
         bound=s.bound, iou=s.iou, mfu=s.mfu, speedup_eager=s.speedup_eager, speedup_compile=s.speedup_compile,
-        small=s.id in small_ids, ncu=NcuSignal(**{k: ncu.get(k) for k in NCU_KEYS}) if ncu else None,
+        small=s.id in small_ids, ncu=_ncu_signal(ncu) if ncu else None,
         profile=tuple(KernelTime(str(p.get("kernel", ""))[:80], p.get("kind"), p.get("calls"), p.get("us"))
                       for p in (s.profile or [])[:PROFILE_KERNELS]),
         **_compile_fields(getattr(s, "compile", None)))
+
+
+def _ncu_signal(ncu: dict) -> NcuSignal:
+    top = next(iter((ncu.get("stalls") or {}).items()), (None, None))
+    return NcuSignal(**{k: ncu.get(k) for k in NCU_KEYS}, stall=top[0], stall_per_issue=top[1])
 
 
 def _compile_fields(report: dict | None) -> dict:
@@ -147,6 +175,8 @@ def symptoms(sig: Signals) -> list[Symptom]:
                 "occupancy", "few programs")
         if ncu.spill_bytes or (ncu.registers_per_thread or 0) >= MAX_REGISTERS or s.compile_spill_bytes:
             add("register spills: n_spills > 0, local memory traffic, n_regs = 255", "spill", "n_regs = 255")
+        if ncu.stall and (ncu.stall_per_issue or 0) >= MIN_STALL and ncu.stall in STALL_PHRASES:
+            add(*STALL_PHRASES[ncu.stall])
     if any(s.compile_failed for s in sig.shapes):
         add("the kernel does not compile for the GPU: CompilationError from the offline sm_90a compile",
             "compilationerror", "compile error")
