@@ -577,7 +577,7 @@ def test_symptom_phrases_from_signals():
     # --ncu-stalls: the largest stall reason, when it costs a warp or more per issued instruction
     from aka.evaluate.result import ShapeResult
     from aka.kb.retrieval import shape_signal
-    prof = {"available": True, "stalls": {"mio_throttle": 3.2, "wait": 1.1}, "issue_active_pct": 30.0}
+    prof = {"available": True, "stalls": {"not_selected": 4.0, "mio_throttle": 3.2, "wait": 1.1}, "issue_active_pct": 30.0}
     one = shape_signal(ShapeResult(id="2", label="x", correct=True, sol_fraction=0.3, sol_us=40.0, ncu=prof), {}, set())
     assert one.ncu.stall == "mio_throttle" and one.ncu.stall_per_issue == 3.2
     assert any("MIO throttle" in ph for ph in symptom_phrases(Signals((one,))))

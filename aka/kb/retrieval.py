@@ -128,7 +128,9 @@ def shape_signal(s, weights: dict[str, float], small_ids: set[str]) -> ShapeSign
 
 
 def _ncu_signal(ncu: dict) -> NcuSignal:
-    top = next(iter((ncu.get("stalls") or {}).items()), (None, None))
+    """The profile's figures and its largest stall reason that costs time (not_selected does not:
+    the warp was eligible and another one issued)."""
+    top = next(((r, v) for r, v in (ncu.get("stalls") or {}).items() if r != "not_selected"), (None, None))
     return NcuSignal(**{k: ncu.get(k) for k in NCU_KEYS}, stall=top[0], stall_per_issue=top[1])
 
 
