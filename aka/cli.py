@@ -71,7 +71,7 @@ def cmd_eval(args) -> int:
     console = Console(soft_wrap=True)  # a piped log keeps each message on one line, greppable
     cfg = EvalConfig(device=args.device, draws=args.draws, seed=args.seed, outliers=not args.no_outliers,
                      timing=not args.no_timing, fresh_baselines=args.fresh_baselines,
-                     ncu=args.ncu or args.ncu_stalls, ncu_stalls=args.ncu_stalls,
+                     ncu=args.ncu, ncu_stalls=args.ncu_stalls,
                      compile_report=args.compile_report,
                      peer=not args.no_peer,
                      ncu_shape=args.ncu_shape,

@@ -223,8 +223,9 @@ def test_stall_reasons_are_summarised_duration_weighted_and_largest_first():
     assert list(s["stalls"])[:4] == ["long_scoreboard", "wait", "math_pipe_throttle", "barrier"]   # 0.5 > 0.375
     assert ncu.stall_line(s, top=2) == ("long_scoreboard 7.0, wait 2.0 warps stalled per issued instruction; "
                                         "issue active 40%")
-    plain = ncu.summarize_ncu(launches_without_stalls := ncu.parse_raw_csv(FIXTURE.read_text()), None)
-    assert "stalls" not in plain and ncu.stall_line(plain) is None and launches_without_stalls
+    without = ncu.parse_raw_csv(FIXTURE.read_text())      # the focused metrics only
+    plain = ncu.summarize_ncu(without, None)
+    assert "stalls" not in plain and ncu.stall_line(plain) is None and without
 
 
 def test_the_stall_metrics_reach_ncu_only_when_asked(tmp_path, monkeypatch):
@@ -244,7 +245,7 @@ def test_the_stall_metrics_reach_ncu_only_when_asked(tmp_path, monkeypatch):
         ncu_run.profile_shape(spec, "x = 1\n", "0", 1, None, timeout_s=30, stalls=stalls)
     assert set(ncu.STALL_METRICS).isdisjoint(seen[0]) and set(ncu.STALL_METRICS) <= set(seen[1])
     a = build_parser().parse_args(["eval", "vec_add", "c.py", "--ncu-stalls"])
-    assert a.ncu_stalls and not a.ncu                               # cmd_eval turns ncu on for it
+    assert a.ncu_stalls and not a.ncu                               # the evaluation runs the ncu pass for it
 
 
 def test_the_report_prints_the_profile_and_its_stalls():

@@ -78,7 +78,7 @@ class Optimizer:
         sizes = sorted(elements(s) for s in task.shapes)
         median = sizes[(len(sizes) - 1) // 2] if sizes else 0  # lower median: two shapes split
         self.small_ids = {s.id for s in task.shapes if elements(s) <= median}
-        self.eval_cfg = EvalConfig(device=self.device, draws=cfg.eval.draws, ncu=cfg.eval.ncu or cfg.eval.ncu_stalls,
+        self.eval_cfg = EvalConfig(device=self.device, draws=cfg.eval.draws, ncu=cfg.eval.ncu,
                                    ncu_stalls=cfg.eval.ncu_stalls, peer=cfg.eval.peer,
                                    compile_report=cfg.eval.compile_report,
                                    sandbox=SandboxConfig(timeout_s=cfg.eval.timeout_s,

@@ -33,7 +33,7 @@ class EvalConfig:
     fresh_baselines: bool = False  # ignore the baseline cache and re-measure interleaved
     ncu: bool = False              # Nsight Compute pass on one shape (GPU only)
     ncu_shape: str | None = None
-    ncu_stalls: bool = False       # with ncu: the warp-state stall reasons too (more replay passes)
+    ncu_stalls: bool = False       # the ncu pass with the warp-state stall reasons too (more replay passes)
     compile_report: bool = False   # offline GPU compile of the candidate's launches on one shape (any device):
                                    # registers, spills, shared memory, programs per SM; advice, not a verdict
     compile_capability: int = 90   # its target (sm_90a)
@@ -111,7 +111,7 @@ def evaluate(problem: Problem | str | Path, candidate: str | Path, *, shapes=Non
     res.candidate = str(candidate)
     res.stages_run = ["static"] + res.stages_run
     res = _finish(res, prob, selected)
-    if cfg.ncu and res.status == "pass" and device.startswith("cuda"):
+    if (cfg.ncu or cfg.ncu_stalls) and res.status == "pass" and device.startswith("cuda"):
         _attach_ncu(res, spec, source, cfg)
     if cfg.compile_report and report.kernels:
         _attach_compile(res, prob, source, cfg)
