@@ -243,3 +243,27 @@ def test_tuner_fractions_use_the_harness_cost_model_and_ceilings():
     assert tune.rows_per_expert(shape) == 2048 and tune.grid_for(shape, "cuda") is tune.PREFILL
     decode = json.loads((REPO_ROOT / "bench/ops/fused_moe/shapes.json").read_text())["6"]["input_kwargs"]
     assert tune.rows_per_expert(decode) == 8 and tune.grid_for(decode, "cuda") is tune.DECODE
+
+
+def test_tuner_mid_rows_grid_keeps_the_tables_configs_first_and_fits_the_kernels_parameters():
+    """At 65-768 rows per expert the tuner tries the table's first two PREFILL configs before the
+    mid-rows grid (a run the deadline cuts has timed what the table holds), every config once, each
+    within the kernel's declared parameter space and a complete launch config."""
+    sys.path.insert(0, str(REPO_ROOT / "scripts"))
+    import gpu_tune_moe as tune
+    shapes = json.loads((REPO_ROOT / "bench/ops/fused_moe/shapes.json").read_text())
+    mid = shapes["14"]["input_kwargs"]                       # DeepSeek-V3 EP32: 256 rows per expert
+    assert tune.rows_per_expert(mid) == 256
+    grid = tune.grid_for(mid, "cuda")
+    assert grid[:tune.FIRST_PASS] == tune.PREFILL[:tune.FIRST_PASS]
+    assert all(c in grid for c in tune.MID + tune.PREFILL)
+    assert len({json.dumps(c, sort_keys=True) for c in grid}) == len(grid)
+    assert tune.grid_for(shapes["11"]["input_kwargs"], "cuda") is tune.PREFILL   # 1024 rows per expert
+    k = load_kernel()
+    import yaml
+    declared = yaml.safe_load(k.__doc__.split("---")[1])["params"]
+    launch = {"BM", "BN", "BN2", "BK", "GROUP", "num_warps", "num_stages", "COMBINE", "SPLIT_K", "PERSIST", "USE_TMA"}
+    for cfg in tune.MID:
+        assert launch <= set(cfg), cfg
+        for name, value in cfg.items():
+            assert value in declared[name], (name, value)
