@@ -56,6 +56,24 @@ def current_table(src: str) -> dict:
     raise BakeError("no DISPATCH = {...} between the markers")
 
 
+def current_notes(src: str) -> dict[str, dict[int, str]]:
+    """The comment beside each entry of the current table (what measured it), so that a merge keeps
+    the notes of the entries it does not re-measure."""
+    import re
+    block = src.split(BEGIN, 1)[1].split(END, 1)[0]
+    notes: dict[str, dict[int, str]] = {}
+    key = None
+    for line in block.splitlines():
+        m = re.match(r"\s{4}'([0-9,]+)': \{\s*$", line)
+        if m:
+            key = m.group(1)
+            continue
+        m = re.match(r"\s{8}(\d+): \{.*\},\s*#\s*(.*)$", line)
+        if m and key is not None:
+            notes.setdefault(key, {})[int(m.group(1))] = m.group(2).strip()
+    return notes
+
+
 def render(table: dict[str, dict[int, tuple[dict, str]]], provenance: str) -> str:
     lines = [f"{BEGIN} (scripts/bake_dispatch_moe.py rewrites this block)",
              f"# newest bake {provenance}",
@@ -82,7 +100,9 @@ def bake(tune: dict, kernel: Path, replace: bool = False, allow_unmeasured: bool
     new = winners(tune)
     if not new:
         raise BakeError("no shape has a passing, re-checked winner: nothing to bake")
-    table = {} if replace else {k: {int(n): (c, "") for n, c in v.items()} for k, v in current_table(src).items()}
+    notes = current_notes(src)
+    table = {} if replace else {k: {int(n): (c, notes.get(k, {}).get(int(n), "")) for n, c in v.items()}
+                                for k, v in current_table(src).items()}
     for key, entries in new.items():
         table.setdefault(key, {}).update(entries)
     provenance = (f"measured: {prov.get('gpu')}, torch {prov.get('torch')}, triton {prov.get('triton')}, "
