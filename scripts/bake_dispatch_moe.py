@@ -1,12 +1,15 @@
-"""Write gpu_tune_moe.py's per-shape winners into the grouped fused_moe kernel's DISPATCH table.
+"""Write gpu_tune_moe.py's per-shape winners into the grouped fused_moe kernel's per-GPU DISPATCH tables.
 
     python scripts/bake_dispatch_moe.py OUTDIR/moe_tune.json [--kernel PATH] [--replace]
 
 Each shape whose best config passed (on the tuning draw and again on a fresh one) becomes an
-entry `"E,H,I,top_k": {num_tokens: config}`; geometries the file does not measure keep their
-entries unless --replace. The block between the DISPATCH-BEGIN / DISPATCH-END markers is
-rewritten with the provenance of the measurement beside it. A tuning run from the CPU
-interpreter times nothing and is refused (--allow-unmeasured is for the pipeline's own test).
+entry `"E,H,I,top_k": {num_tokens: config}` of the table of the GPU that measured it
+(`DISPATCH_BY_GPU[torch's device name]`, the tuning run's provenance); other GPUs' tables are left
+as they are, and within this GPU's table the geometries and token counts the run did not measure
+keep their entries (and the notes of what measured them) unless --replace. The block between the
+DISPATCH-BEGIN / DISPATCH-END markers is rewritten with each table's newest provenance above it.
+A tuning run from the CPU interpreter times nothing and is refused (--allow-unmeasured, for the
+pipeline's own test, bakes it into the default GPU's table).
 """
 from __future__ import annotations
 
@@ -47,42 +50,54 @@ def winners(tune: dict) -> dict[str, dict[int, tuple[dict, str]]]:
     return out
 
 
-def current_table(src: str) -> dict:
-    block = src.split(BEGIN, 1)[1].split("\n", 1)[1].split(END, 1)[0]   # past the marker line
-    tree = ast.parse(block)
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "DISPATCH":
-            return ast.literal_eval(node.value)
-    raise BakeError("no DISPATCH = {...} between the markers")
+def _block(src: str) -> str:
+    return src.split(BEGIN, 1)[1].split("\n", 1)[1].split(END, 1)[0]   # past the marker line
 
 
-def current_notes(src: str) -> dict[str, dict[int, str]]:
-    """The comment beside each entry of the current table (what measured it), so that a merge keeps
-    the notes of the entries it does not re-measure."""
+def current_tables(src: str) -> tuple[str, dict]:
+    """(DEFAULT_GPU, DISPATCH_BY_GPU) between the markers."""
+    found = {}
+    for node in ast.parse(_block(src)).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) in ("DEFAULT_GPU", "DISPATCH_BY_GPU"):
+            found[node.targets[0].id] = ast.literal_eval(node.value)
+    if set(found) != {"DEFAULT_GPU", "DISPATCH_BY_GPU"} or found["DEFAULT_GPU"] not in found["DISPATCH_BY_GPU"]:
+        raise BakeError("expected DEFAULT_GPU = '...' and DISPATCH_BY_GPU = {gpu: {...}} holding it between the markers")
+    return found["DEFAULT_GPU"], found["DISPATCH_BY_GPU"]
+
+
+def current_notes(src: str) -> tuple[dict[str, str], dict[str, dict[str, dict[int, str]]]]:
+    """The provenance line above each GPU's table and the comment beside each entry (what measured
+    it), so that a merge keeps what it does not re-measure."""
     import re
-    block = src.split(BEGIN, 1)[1].split(END, 1)[0]
-    notes: dict[str, dict[int, str]] = {}
-    key = None
-    for line in block.splitlines():
-        m = re.match(r"\s{4}'([0-9,]+)': \{\s*$", line)
-        if m:
+    provenance: dict[str, str] = {}
+    notes: dict[str, dict[str, dict[int, str]]] = {}
+    gpu = key = None
+    for line in _block(src).splitlines():
+        if m := re.match(r"# (.+?): newest bake (.*)$", line):
+            provenance[m.group(1)] = m.group(2)
+        elif m := re.match(r"\s{4}'([^']+)': \{\s*$", line):
+            gpu, key = m.group(1), None
+        elif m := re.match(r"\s{8}'([0-9,]+)': \{\s*$", line):
             key = m.group(1)
-            continue
-        m = re.match(r"\s{8}(\d+): \{.*\},\s*#\s*(.*)$", line)
-        if m and key is not None:
-            notes.setdefault(key, {})[int(m.group(1))] = m.group(2).strip()
-    return notes
+        elif (m := re.match(r"\s{12}(\d+): \{.*\},\s*#\s*(.*)$", line)) and gpu and key:
+            notes.setdefault(gpu, {}).setdefault(key, {})[int(m.group(1))] = m.group(2).strip()
+    return provenance, notes
 
 
-def render(table: dict[str, dict[int, tuple[dict, str]]], provenance: str) -> str:
-    lines = [f"{BEGIN} (scripts/bake_dispatch_moe.py rewrites this block)",
-             f"# newest bake {provenance}",
-             "DISPATCH = {"]
-    for key in sorted(table, key=lambda k: tuple(int(x) for x in k.split(","))):
-        lines.append(f"    {key!r}: {{")
-        for n in sorted(table[key]):
-            cfg, note = table[key][n]
-            lines.append(f"        {n}: {cfg!r},{'  # ' + note if note else ''}")
+def render(default: str, tables: dict[str, dict[str, dict[int, tuple[dict, str]]]], provenance: dict[str, str]) -> str:
+    order = [default] + sorted(g for g in tables if g != default)
+    lines = [f"{BEGIN} (scripts/bake_dispatch_moe.py rewrites this block)"]
+    lines += [f"# {g}: newest bake {provenance[g]}" for g in order if provenance.get(g)]
+    lines += [f"DEFAULT_GPU = {default!r}", "DISPATCH_BY_GPU = {"]
+    for g in order:
+        lines.append(f"    {g!r}: {{")
+        table = tables[g]
+        for key in sorted(table, key=lambda k: tuple(int(x) for x in k.split(","))):
+            lines.append(f"        {key!r}: {{")
+            for n in sorted(table[key]):
+                cfg, note = table[key][n]
+                lines.append(f"            {n}: {cfg!r},{'  # ' + note if note else ''}")
+            lines.append("        },")
         lines.append("    },")
     lines.append("}")
     lines.append(END)
@@ -100,17 +115,22 @@ def bake(tune: dict, kernel: Path, replace: bool = False, allow_unmeasured: bool
     new = winners(tune)
     if not new:
         raise BakeError("no shape has a passing, re-checked winner: nothing to bake")
-    notes = current_notes(src)
-    table = {} if replace else {k: {int(n): (c, notes.get(k, {}).get(int(n), "")) for n, c in v.items()}
-                                for k, v in current_table(src).items()}
+    default, current = current_tables(src)
+    provenance, notes = current_notes(src)
+    measured = str(prov.get("timer", "")).startswith("CUDA") and prov.get("gpu")
+    gpu = prov["gpu"] if measured else default
+    tables = {g: {k: {int(n): (c, notes.get(g, {}).get(k, {}).get(int(n), "")) for n, c in v.items()}
+                  for k, v in t.items()} for g, t in current.items()}
+    if replace or gpu not in tables:
+        tables[gpu] = {}
     for key, entries in new.items():
-        table.setdefault(key, {}).update(entries)
-    provenance = (f"measured: {prov.get('gpu')}, torch {prov.get('torch')}, triton {prov.get('triton')}, "
-                  f"{prov.get('date')}, sha {prov.get('git_sha')}; {prov.get('timer')}")
+        tables[gpu].setdefault(key, {}).update(entries)
+    provenance[gpu] = (f"measured: {prov.get('gpu')}, torch {prov.get('torch')}, triton {prov.get('triton')}, "
+                       f"{prov.get('date')}, sha {prov.get('git_sha')}; {prov.get('timer')}")
     head, rest = src.split(BEGIN, 1)
     tail = rest.split(END, 1)[1]
-    kernel.write_text(head + render(table, provenance) + tail)
-    return {k: sorted(v) for k, v in table.items()}
+    kernel.write_text(head + render(default, tables, provenance) + tail)
+    return {gpu: {k: sorted(v) for k, v in tables[gpu].items()}}
 
 
 def main(argv=None) -> int:
@@ -126,8 +146,9 @@ def main(argv=None) -> int:
     except (OSError, json.JSONDecodeError, BakeError) as exc:
         print(f"bake_dispatch_moe: {exc}", file=sys.stderr)
         return 2
-    for key, ns in baked.items():
-        print(f"{key}: num_tokens {ns}")
+    for gpu, table in baked.items():
+        for key, ns in table.items():
+            print(f"{gpu} {key}: num_tokens {ns}")
     return 0
 
 

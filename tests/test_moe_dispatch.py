@@ -76,10 +76,68 @@ def test_pick_config_uses_the_nearest_token_count_of_its_geometry():
 def test_shipped_table_entries_are_complete_launch_configs():
     k = load_kernel()
     launch = {"BM", "BN", "BN2", "BK", "GROUP", "num_warps", "num_stages", "COMBINE", "SPLIT_K", "PERSIST", "USE_TMA"}
-    for key, entries in k.DISPATCH.items():
-        assert len(key.split(",")) == 4 and all(p.isdigit() for p in key.split(","))
-        for n, cfg in entries.items():
-            assert isinstance(n, int) and n > 0 and set(cfg) == launch, (key, n, cfg)
+    assert k.DISPATCH is k.DISPATCH_BY_GPU[k.DEFAULT_GPU] and k.DISPATCH
+    for gpu, table in k.DISPATCH_BY_GPU.items():
+        assert gpu.startswith("NVIDIA "), gpu                   # torch's device names
+        for key, entries in table.items():
+            assert len(key.split(",")) == 4 and all(p.isdigit() for p in key.split(","))
+            for n, cfg in entries.items():
+                assert isinstance(n, int) and n > 0 and set(cfg) == launch, (gpu, key, n, cfg)
+
+
+def test_pick_config_prefers_the_table_of_the_gpu_in_hand_and_falls_back_to_the_default():
+    k = load_kernel()
+    cfg = dict(k.AKA_PARAMS, BM=64, BN=128, BN2=128, num_warps=8)
+    other = {"NVIDIA H100 80GB HBM3": {"8,4096,3584,2": {8192: {"BM": 64, "num_warps": 8}}}}
+    saved = dict(k.DISPATCH_BY_GPU)
+    try:
+        k.DISPATCH_BY_GPU.update(other)
+        h100 = k.pick_config(8192, 8, 4096, 3584, 2, gpu="NVIDIA H100 80GB HBM3")
+        assert (h100["BM"], h100["num_warps"]) == (64, 8)
+        # a geometry the H100's table lacks, an unknown GPU and no GPU all take the default's entry
+        default = k.DISPATCH["8,4096,7168,2"][2048]
+        for gpu in ("NVIDIA H100 80GB HBM3", "NVIDIA L40S", None):
+            got = k.pick_config(2048, 8, 4096, 7168, 2, gpu=gpu)
+            assert {n: got[n] for n in default} == default
+        assert k.pick_config(8192, 8, 4096, 3584, 2, gpu="NVIDIA L40S")["BM"] == k.DISPATCH["8,4096,3584,2"][8192]["BM"]
+        # a geometry no table holds runs the parameters
+        assert k.pick_config(64, 3, 96, 40, 2, dict(cfg), gpu="NVIDIA H100 80GB HBM3") == cfg
+    finally:
+        k.DISPATCH_BY_GPU.clear()
+        k.DISPATCH_BY_GPU.update(saved)
+
+
+def test_bake_writes_the_measuring_gpus_table_and_leaves_the_others(tmp_path):
+    """A tune from an H100 becomes the H100's table; the H200's entries and notes stay byte for byte;
+    a second H100 bake merges into the H100's table; the file stays one block that imports."""
+    kernel = tmp_path / "k.py"
+    kernel.write_text(KERNEL.read_text())
+    before = load_kernel(kernel)
+    cfg = {"BM": 64, "BN": 128, "BN2": 128, "BK": 64, "GROUP": 8, "num_warps": 8, "num_stages": 4, "COMBINE": 0,
+           "SPLIT_K": 1, "PERSIST": 0, "USE_TMA": 1}
+
+    def tune(n, bm):
+        return {"provenance": {"gpu": "NVIDIA H100 80GB HBM3", "timer": "CUDA graph replay", "torch": "2.11",
+                               "triton": "3.6.0", "date": "2026-12-06", "git_sha": "abc"},
+                "shapes": [{"id": "10", "input_kwargs": {"num_tokens": n, "hidden_size": 2048, "intermediate_size": 768,
+                                                         "num_experts": 128, "top_k": 8, "ep_size": 1},
+                            "best": {"ok": True, "recheck": {"ok": True}, "config": dict(cfg, TABLE=0, BM=bm),
+                                     "time_us": 500.0, "sol_fraction_measured": 0.5}}]}
+    for i, (n, bm) in enumerate([(4096, 64), (16384, 128)]):
+        (tmp_path / f"t{i}.json").write_text(json.dumps(tune(n, bm)))
+        p = subprocess.run([sys.executable, str(BAKER), str(tmp_path / f"t{i}.json"), "--kernel", str(kernel)],
+                           capture_output=True, text=True, cwd=REPO_ROOT)
+        assert p.returncode == 0, p.stderr
+    after = load_kernel(kernel)
+    assert after.DISPATCH == before.DISPATCH and after.DEFAULT_GPU == "NVIDIA H200"
+    h100 = after.DISPATCH_BY_GPU["NVIDIA H100 80GB HBM3"]
+    assert h100 == {"128,2048,768,8": {4096: cfg, 16384: dict(cfg, BM=128)}}
+    text = kernel.read_text()
+    assert text.count("DISPATCH_BY_GPU = {") == 1 and "# NVIDIA H100 80GB HBM3: newest bake measured" in text
+    assert "# shape 8: 2423.0 us, 0.75 of the measured ceiling" in text and "# shape 10: 500.0 us, 0.50" in text
+    old_block = KERNEL.read_text().split("DISPATCH_BY_GPU = {")[1].split("\n    },\n")[0]
+    assert old_block in text                                       # the H200's table, unchanged
+    assert after.pick_config(4096, 128, 2048, 768, 8, gpu="NVIDIA H100 80GB HBM3")["BM"] == 64
 
 
 def cases():
@@ -207,7 +265,7 @@ def test_tuner_then_bake_end_to_end_on_cpu(tmp_path):
     # a second bake keeps the entries and stays one table
     again = subprocess.run([sys.executable, str(BAKER), str(tmp_path / "out" / "moe_tune.json"), "--kernel",
                             str(kernel), "--allow-unmeasured"], capture_output=True, text=True, cwd=REPO_ROOT)
-    assert again.returncode == 0 and kernel.read_text().count("DISPATCH = {") == 1
+    assert again.returncode == 0 and kernel.read_text().count("DISPATCH_BY_GPU = {") == 1
     assert load_kernel(kernel).DISPATCH == baked.DISPATCH
     # the shipped entries this run did not measure keep the note of the run that did
     assert "# shape 8: 2423.0 us, 0.75 of the measured ceiling" in kernel.read_text()

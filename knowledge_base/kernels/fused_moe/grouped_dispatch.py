@@ -23,12 +23,16 @@ summary: Grouped-GEMM fused MoE with a per-shape dispatch table (vLLM-style conf
 ---
 out[t] = sum_j w[t, j] * W2[e] (silu(W1g[e] x_t) * W1u[e] x_t), e = topk_ids[t, j] (-1: skip).
 
-Configuration. `DISPATCH` maps a model geometry (local experts, hidden, intermediate, top-k) to
-per-token-count configs; a call takes the entry of its geometry whose token count is nearest in
-log scale (vLLM's fused_moe config JSONs are keyed the same way: a file per (E, N), M inside).
-The table is written by `scripts/bake_dispatch_moe.py` from `scripts/gpu_tune_moe.py`'s
-measurements and holds nothing that was not measured. A geometry missing from it, or TABLE=0,
-runs `AKA_PARAMS` (the offline proposer's search space; CPU checks run it on the small shapes).
+Configuration. `DISPATCH_BY_GPU[gpu]` maps a model geometry (local experts, hidden, intermediate,
+top-k) to per-token-count configs; a call takes the entry of its geometry whose token count is
+nearest in log scale (vLLM's fused_moe config JSONs are keyed the same way: a file per (E, N,
+device name), M inside). The GPU is torch's device name: a table measured on an H100 serves H100s;
+a GPU without a table, or a geometry its table lacks, takes DEFAULT_GPU's (`DISPATCH`); the best
+tile on one Hopper part is a fair first guess on another, never worse than the untuned
+parameters. Tables are written by `scripts/bake_dispatch_moe.py` from `scripts/gpu_tune_moe.py`'s
+measurements, each under the GPU that measured it, and hold nothing that was not measured. A
+geometry missing from every table, or TABLE=0, runs `AKA_PARAMS` (the offline proposer's search
+space; CPU checks run it on the small shapes).
 
 Pipeline (four launches with the one-program alignment, six without, plus fills; no host sync,
 no torch compute):
@@ -70,44 +74,48 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 AKA_PARAMS = {"TABLE": 1, "BM": 64, "BN": 64, "BN2": 64, "BK": 64, "GROUP": 8, "num_warps": 4, "num_stages": 3, "COMBINE": 1, "SPLIT_K": 1, "PERSIST": 0, "USE_TMA": 0}
 
 # DISPATCH-BEGIN (scripts/bake_dispatch_moe.py rewrites this block)
-# newest bake measured: NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0, 2026-12-03T18:33:52+00:00, sha 1cf0c651b560; CUDA events per call (aka eval's method for this op) and CUDA graph replay, L2 flushed and a GPU head start before each, median of 15
-DISPATCH = {
-    '8,4096,3584,2': {
-        16: {'BM': 16, 'BN': 64, 'BN2': 64, 'BK': 128, 'GROUP': 8, 'num_warps': 4, 'num_stages': 4, 'COMBINE': 1, 'SPLIT_K': 2, 'PERSIST': 0, 'USE_TMA': 0},  # shape 0: 166.7 us, 0.98 of the measured ceiling, torch._grouped_mm 413.1 us
-        8192: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 8: 2423.0 us, 0.75 of the measured ceiling, torch._grouped_mm 4167.3 us
-    },
-    '8,4096,7168,2': {
-        128: {'BM': 32, 'BN': 64, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 4, 'num_stages': 4, 'COMBINE': 1, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 0},  # shape 1: 401.7 us, 0.83 of the measured ceiling, torch._grouped_mm 650.9 us
-        2048: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 9: 1379.5 us, 0.66 of the measured ceiling, torch._grouped_mm 1973.5 us
-    },
-    '8,7168,2048,8': {
-        256: {'BM': 16, 'BN': 32, 'BN2': 128, 'BK': 128, 'GROUP': 8, 'num_warps': 4, 'num_stages': 4, 'COMBINE': 1, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 0},  # shape 6: 215.5 us, 0.78 of the measured ceiling, torch._grouped_mm 505.9 us
-        8192: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 14: 732.7 us, 0.31 of the measured ceiling, torch._grouped_mm 1491.5 us
-    },
-    '16,4096,1536,8': {
-        4096: {'BM': 64, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 4, 'num_stages': 4, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 0},  # shape 13: 438.4 us, 0.44 of the measured ceiling, torch._grouped_mm 988.8 us
-    },
-    '16,7168,2048,8': {
-        128: {'BM': 16, 'BN': 64, 'BN2': 64, 'BK': 128, 'GROUP': 8, 'num_warps': 4, 'num_stages': 4, 'COMBINE': 1, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 7: 279.4 us, 1.17 of the measured ceiling, torch._grouped_mm 603.7 us
-        16384: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 15: 1263.0 us, 0.72 of the measured ceiling, torch._grouped_mm 2359.6 us
-    },
-    '128,2048,384,8': {
-        16384: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 11: 1515.3 us, 0.51 of the measured ceiling, torch._grouped_mm 6638.3 us
-    },
-    '128,2048,768,8': {
-        8: {'BM': 16, 'BN': 64, 'BN2': 64, 'BK': 128, 'GROUP': 8, 'num_warps': 4, 'num_stages': 4, 'COMBINE': 1, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 2: 120.2 us, 0.95 of the measured ceiling, torch._grouped_mm 456.8 us
-        256: {'BM': 32, 'BN': 64, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 4, 'num_stages': 4, 'COMBINE': 1, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 0},  # shape 3: 417.5 us, 0.68 of the measured ceiling, torch._grouped_mm 606.8 us
-        4096: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 10: 909.1 us, 0.43 of the measured ceiling, torch._grouped_mm 2367.1 us
-    },
-    '128,4096,192,8': {
-        32: {'BM': 16, 'BN': 64, 'BN2': 64, 'BK': 128, 'GROUP': 8, 'num_warps': 4, 'num_stages': 4, 'COMBINE': 1, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 5: 144.8 us, 0.86 of the measured ceiling, torch._grouped_mm 338.2 us
-    },
-    '128,4096,384,8': {
-        64: {'BM': 16, 'BN': 64, 'BN2': 64, 'BK': 128, 'GROUP': 8, 'num_warps': 4, 'num_stages': 4, 'COMBINE': 1, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 4: 275.7 us, 1.01 of the measured ceiling, torch._grouped_mm 525.6 us
-        8192: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 12: 1592.5 us, 0.49 of the measured ceiling, torch._grouped_mm 6286.3 us
+# NVIDIA H200: newest bake measured: NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0, 2026-12-03T18:33:52+00:00, sha 1cf0c651b560; CUDA events per call (aka eval's method for this op) and CUDA graph replay, L2 flushed and a GPU head start before each, median of 15
+DEFAULT_GPU = 'NVIDIA H200'
+DISPATCH_BY_GPU = {
+    'NVIDIA H200': {
+        '8,4096,3584,2': {
+            16: {'BM': 16, 'BN': 64, 'BN2': 64, 'BK': 128, 'GROUP': 8, 'num_warps': 4, 'num_stages': 4, 'COMBINE': 1, 'SPLIT_K': 2, 'PERSIST': 0, 'USE_TMA': 0},  # shape 0: 166.7 us, 0.98 of the measured ceiling, torch._grouped_mm 413.1 us
+            8192: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 8: 2423.0 us, 0.75 of the measured ceiling, torch._grouped_mm 4167.3 us
+        },
+        '8,4096,7168,2': {
+            128: {'BM': 32, 'BN': 64, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 4, 'num_stages': 4, 'COMBINE': 1, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 0},  # shape 1: 401.7 us, 0.83 of the measured ceiling, torch._grouped_mm 650.9 us
+            2048: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 9: 1379.5 us, 0.66 of the measured ceiling, torch._grouped_mm 1973.5 us
+        },
+        '8,7168,2048,8': {
+            256: {'BM': 16, 'BN': 32, 'BN2': 128, 'BK': 128, 'GROUP': 8, 'num_warps': 4, 'num_stages': 4, 'COMBINE': 1, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 0},  # shape 6: 215.5 us, 0.78 of the measured ceiling, torch._grouped_mm 505.9 us
+            8192: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 14: 732.7 us, 0.31 of the measured ceiling, torch._grouped_mm 1491.5 us
+        },
+        '16,4096,1536,8': {
+            4096: {'BM': 64, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 4, 'num_stages': 4, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 0},  # shape 13: 438.4 us, 0.44 of the measured ceiling, torch._grouped_mm 988.8 us
+        },
+        '16,7168,2048,8': {
+            128: {'BM': 16, 'BN': 64, 'BN2': 64, 'BK': 128, 'GROUP': 8, 'num_warps': 4, 'num_stages': 4, 'COMBINE': 1, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 7: 279.4 us, 1.17 of the measured ceiling, torch._grouped_mm 603.7 us
+            16384: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 15: 1263.0 us, 0.72 of the measured ceiling, torch._grouped_mm 2359.6 us
+        },
+        '128,2048,384,8': {
+            16384: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 11: 1515.3 us, 0.51 of the measured ceiling, torch._grouped_mm 6638.3 us
+        },
+        '128,2048,768,8': {
+            8: {'BM': 16, 'BN': 64, 'BN2': 64, 'BK': 128, 'GROUP': 8, 'num_warps': 4, 'num_stages': 4, 'COMBINE': 1, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 2: 120.2 us, 0.95 of the measured ceiling, torch._grouped_mm 456.8 us
+            256: {'BM': 32, 'BN': 64, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 4, 'num_stages': 4, 'COMBINE': 1, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 0},  # shape 3: 417.5 us, 0.68 of the measured ceiling, torch._grouped_mm 606.8 us
+            4096: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 10: 909.1 us, 0.43 of the measured ceiling, torch._grouped_mm 2367.1 us
+        },
+        '128,4096,192,8': {
+            32: {'BM': 16, 'BN': 64, 'BN2': 64, 'BK': 128, 'GROUP': 8, 'num_warps': 4, 'num_stages': 4, 'COMBINE': 1, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 5: 144.8 us, 0.86 of the measured ceiling, torch._grouped_mm 338.2 us
+        },
+        '128,4096,384,8': {
+            64: {'BM': 16, 'BN': 64, 'BN2': 64, 'BK': 128, 'GROUP': 8, 'num_warps': 4, 'num_stages': 4, 'COMBINE': 1, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 4: 275.7 us, 1.01 of the measured ceiling, torch._grouped_mm 525.6 us
+            8192: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 12: 1592.5 us, 0.49 of the measured ceiling, torch._grouped_mm 6286.3 us
+        },
     },
 }
 # DISPATCH-END
+DISPATCH = DISPATCH_BY_GPU[DEFAULT_GPU]
 
 SUB = 128                    # pairs per one-hot tile [SUB, E_PAD]: 16K int32 at 128 experts
 CHUNK_SUBS = 8               # at most this many tiles per chunk of the large-NP alignment (1024 pairs)
@@ -313,12 +321,14 @@ def _cast(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
     tl.store(dst_ptr + i, tl.load(src_ptr + i, mask=m, other=0.0).to(dst_ptr.dtype.element_ty), mask=m)
 
 
-def pick_config(T, E, H, I, topk, params=None, table=None):
-    """The launch configuration for one call: the table entry of this geometry nearest in
-    log(num_tokens), or `params` (AKA_PARAMS) for a geometry the table lacks or with TABLE=0."""
+def pick_config(T, E, H, I, topk, params=None, table=None, gpu=None):
+    """The launch configuration for one call: the entry of this geometry nearest in
+    log(num_tokens) in `table`, else in the table measured on `gpu` (torch's device name), else in
+    DEFAULT_GPU's; `params` (AKA_PARAMS) for a geometry no table holds or with TABLE=0."""
     params = AKA_PARAMS if params is None else params
-    table = DISPATCH if table is None else table
-    entries = table.get(f"{E},{H},{I},{topk}") if params.get("TABLE", 1) else None
+    key = f"{E},{H},{I},{topk}"
+    tables = [table] if table is not None else [DISPATCH_BY_GPU.get(gpu) or {}, DISPATCH]
+    entries = next((t[key] for t in tables if t.get(key)), None) if params.get("TABLE", 1) else None
     if not entries:
         return dict(params)
     near = min(entries, key=lambda n: (abs(math.log(max(T, 1)) - math.log(max(int(n), 1))), int(n)))
@@ -427,5 +437,6 @@ class ModelNew(nn.Module):
     def forward(self, hidden, w1, w2, topk_weights, topk_ids):
         T, H = hidden.shape
         E, two_i, _ = w1.shape
-        cfg = pick_config(T, E, H, two_i // 2, topk_ids.shape[1])
+        gpu = torch.cuda.get_device_properties(hidden.device).name if hidden.is_cuda else None
+        cfg = pick_config(T, E, H, two_i // 2, topk_ids.shape[1], gpu=gpu)
         return moe_forward(hidden, w1, w2, topk_weights, topk_ids, cfg)
