@@ -100,6 +100,10 @@ def test_pick_config_prefers_the_table_of_the_gpu_in_hand_and_falls_back_to_the_
             got = k.pick_config(2048, 8, 4096, 7168, 2, gpu=gpu)
             assert {n: got[n] for n in default} == default
         assert k.pick_config(8192, 8, 4096, 3584, 2, gpu="NVIDIA L40S")["BM"] == k.DISPATCH["8,4096,3584,2"][8192]["BM"]
+        # a token range the H100's table lacks (decode: 16 tokens) takes the default's entry for it
+        dec = k.DISPATCH["8,4096,3584,2"][16]
+        got = k.pick_config(16, 8, 4096, 3584, 2, gpu="NVIDIA H100 80GB HBM3")
+        assert {n: got[n] for n in dec} == dec
         # a geometry no table holds runs the parameters
         assert k.pick_config(64, 3, 96, 40, 2, dict(cfg), gpu="NVIDIA H100 80GB HBM3") == cfg
     finally:
@@ -327,3 +331,12 @@ def test_tuner_mid_rows_grid_keeps_the_tables_configs_first_and_fits_the_kernels
         assert launch <= set(cfg), cfg
         for name, value in cfg.items():
             assert value in declared[name], (name, value)
+
+
+def test_slot_sum_takes_whole_rows_where_the_tokens_fill_the_gpu():
+    k = load_kernel()
+    assert k.slot_sum_block(8192, 7168, 132) == 8192          # EP32 prefill: one program per token
+    assert k.slot_sum_block(4096, 2048, 132) == 2048
+    assert k.slot_sum_block(16, 4096, 132) == 1024            # few tokens: as many programs as before
+    assert k.slot_sum_block(300, 4096, 132) == 2048           # 300 x 2 programs give every SM four
+    assert k.slot_sum_block(200, 4096, 132) == 1024

@@ -27,9 +27,9 @@ Configuration. `DISPATCH_BY_GPU[gpu]` maps a model geometry (local experts, hidd
 top-k) to per-token-count configs; a call takes the entry of its geometry whose token count is
 nearest in log scale (vLLM's fused_moe config JSONs are keyed the same way: a file per (E, N,
 device name), M inside). The GPU is torch's device name: a table measured on an H100 serves H100s;
-a GPU without a table, or a geometry its table lacks, takes DEFAULT_GPU's (`DISPATCH`); the best
+where it lacks a geometry or a token range, DEFAULT_GPU's entries (`DISPATCH`) fill in (the best
 tile on one Hopper part is a fair first guess on another, never worse than the untuned
-parameters. Tables are written by `scripts/bake_dispatch_moe.py` from `scripts/gpu_tune_moe.py`'s
+parameters). Tables are written by `scripts/bake_dispatch_moe.py` from `scripts/gpu_tune_moe.py`'s
 measurements, each under the GPU that measured it, and hold nothing that was not measured. A
 geometry missing from every table, or TABLE=0, runs `AKA_PARAMS` (the offline proposer's search
 space; CPU checks run it on the small shapes).
@@ -75,6 +75,7 @@ AKA_PARAMS = {"TABLE": 1, "BM": 64, "BN": 64, "BN2": 64, "BK": 64, "GROUP": 8, "
 
 # DISPATCH-BEGIN (scripts/bake_dispatch_moe.py rewrites this block)
 # NVIDIA H200: newest bake measured: NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0, 2026-12-03T18:33:52+00:00, sha 1cf0c651b560; CUDA events per call (aka eval's method for this op) and CUDA graph replay, L2 flushed and a GPU head start before each, median of 15
+# NVIDIA H100 80GB HBM3: newest bake measured: NVIDIA H100 80GB HBM3, torch 2.11.0+cu130, triton 3.6.0, 2026-12-06T14:25:32+00:00, sha f01c81d81d98; CUDA events per call (aka eval's method for this op) and CUDA graph replay, L2 flushed and a GPU head start before each, median of 15
 DEFAULT_GPU = 'NVIDIA H200'
 DISPATCH_BY_GPU = {
     'NVIDIA H200': {
@@ -111,6 +112,32 @@ DISPATCH_BY_GPU = {
         '128,4096,384,8': {
             64: {'BM': 16, 'BN': 64, 'BN2': 64, 'BK': 128, 'GROUP': 8, 'num_warps': 4, 'num_stages': 4, 'COMBINE': 1, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 4: 275.7 us, 1.01 of the measured ceiling, torch._grouped_mm 525.6 us
             8192: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 12: 1592.5 us, 0.49 of the measured ceiling, torch._grouped_mm 6286.3 us
+        },
+    },
+    'NVIDIA H100 80GB HBM3': {
+        '8,4096,3584,2': {
+            8192: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 8: 2513.2 us, 0.72 of the measured ceiling, torch._grouped_mm 4487.8 us
+        },
+        '8,4096,7168,2': {
+            2048: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 4, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 9: 1399.5 us, 0.64 of the measured ceiling, torch._grouped_mm 2084.4 us
+        },
+        '8,7168,2048,8': {
+            8192: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 14: 624.6 us, 0.49 of the measured ceiling, torch._grouped_mm 1346.3 us
+        },
+        '16,4096,1536,8': {
+            4096: {'BM': 64, 'BN': 128, 'BN2': 256, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 4, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 13: 450.4 us, 0.49 of the measured ceiling, torch._grouped_mm 1075.9 us
+        },
+        '16,7168,2048,8': {
+            16384: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 15: 1322.1 us, 0.68 of the measured ceiling, torch._grouped_mm 2550.3 us
+        },
+        '128,2048,384,8': {
+            16384: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 11: 1581.0 us, 0.49 of the measured ceiling, torch._grouped_mm 7201.3 us
+        },
+        '128,2048,768,8': {
+            4096: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 10: 927.2 us, 0.44 of the measured ceiling, torch._grouped_mm 2582.1 us
+        },
+        '128,4096,384,8': {
+            8192: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 12: 1688.9 us, 0.46 of the measured ceiling, torch._grouped_mm 6798.8 us
         },
     },
 }
@@ -323,12 +350,17 @@ def _cast(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
 
 def pick_config(T, E, H, I, topk, params=None, table=None, gpu=None):
     """The launch configuration for one call: the entry of this geometry nearest in
-    log(num_tokens) in `table`, else in the table measured on `gpu` (torch's device name), else in
-    DEFAULT_GPU's; `params` (AKA_PARAMS) for a geometry no table holds or with TABLE=0."""
+    log(num_tokens) in `table`, or else among the entries measured on `gpu` (torch's device name)
+    and DEFAULT_GPU's together, `gpu`'s taking a token count both hold (a GPU tuned at prefill only
+    still runs decode on the default's decode entries); `params` (AKA_PARAMS) for a geometry no
+    table holds or with TABLE=0."""
     params = AKA_PARAMS if params is None else params
     key = f"{E},{H},{I},{topk}"
-    tables = [table] if table is not None else [DISPATCH_BY_GPU.get(gpu) or {}, DISPATCH]
-    entries = next((t[key] for t in tables if t.get(key)), None) if params.get("TABLE", 1) else None
+    if table is not None:
+        entries = table.get(key)
+    else:
+        entries = {**DISPATCH.get(key, {}), **(DISPATCH_BY_GPU.get(gpu) or {}).get(key, {})}
+    entries = entries if params.get("TABLE", 1) else None
     if not entries:
         return dict(params)
     near = min(entries, key=lambda n: (abs(math.log(max(T, 1)) - math.log(max(int(n), 1))), int(n)))
@@ -424,10 +456,23 @@ def moe_forward(hidden, w1, w2, topk_weights, topk_ids, cfg, small_work=SMALL_WO
                BM=bm, BN=bn2, BK=bk, GROUP=group, COMBINE=0, SPLIT_K=1, USE_TMA=w2_desc is not None,
                num_warps=warps, num_stages=st2)
     out = torch.empty((T, H), dtype=hidden.dtype, device=dev)
-    bh = min(1024, triton.next_power_of_2(H))
+    bh = slot_sum_block(T, H, sms)
     _slot_sum[(T, triton.cdiv(H, bh))](slot_out, ids, tw, out, H, slot_out.stride(0), out.stride(0),
-                                       TOPK=topk, BH=bh, num_warps=4)
+                                       TOPK=topk, BH=bh, num_warps=8 if bh >= 4096 else 4)
     return out
+
+
+def slot_sum_block(T: int, H: int, sms: int) -> int:
+    """Columns per program of the fixed-order slot sum: a whole row up to 8192 where the tokens alone
+    give every SM four programs, halved down to 1024 until they do. With 1024 always (until
+    2026-12-06) a program was a few loads deep: at DeepSeek-V3 EP32 prefill (8192 tokens, H 7168,
+    7 of 8 slots remote and masked) 57,344 such programs took 77.0 us of GPU time on an H100, where
+    writing the output and reading the local rows is about 44 us at the copy bandwidth
+    (torch.profiler, results/h100/device-2026-12-06f call 1)."""
+    bh = min(8192, triton.next_power_of_2(H))
+    while bh > 1024 and T * triton.cdiv(H, bh) < 4 * sms:
+        bh //= 2
+    return bh
 
 
 class ModelNew(nn.Module):
