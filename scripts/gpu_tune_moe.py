@@ -57,13 +57,14 @@ PREFILL = [dict(BASE, BM=128, BN=128, BN2=128, BK=64, num_warps=8, num_stages=3,
            dict(BASE, BM=64, BN=128, BN2=128, BK=64, num_warps=4, num_stages=4, COMBINE=0)]
 # Added 2026-12-06 (fourteenth session): at about 256 rows per expert (bench shapes 10, 13, 14: 0.31-0.44
 # of the H200's measured ceiling, the lowest of the op) the H100's profile put GEMM1 at 359-376 TFLOP/s
-# against 535-624 at 512-2048 rows. Two losses the PREFILL rows cannot avoid there: 128-row blocks pad
-# a segment of 256 +- 16 rows (random routing) to 384 about half the time, a quarter of the MMA work on
-# padding; and shape 14's GEMM1 has 8 experts x ~2.5 blocks x 16 N tiles = about 320 tiles of 112 K
+# against 535-624 at 512-2048 rows. Two losses the PREFILL rows cannot avoid there: a segment's last
+# 128-row block is half empty on average, about a quarter of the MMA work on padding at ~256 rows; and shape 14's GEMM1 has 8 experts x ~2.5 blocks x 16 N tiles = about 320 tiles of 112 K
 # steps on 132 SMs, three waves with the last 40 % full. 64-row blocks pad by 12 % on average and give
 # twice the tiles; 8 warps keep two warpgroups per 64-row tile (each a 64 x BN slice of gate and up);
 # a fourth stage and BK 128 deepen the weight stream, which is half the time at this intensity
 # (256 FLOP per weight byte, the ridge). Only for 64 < rows per expert <= 768.
+# Timed on the H100 the same day (results/h100/device-2026-12-06f call 1): 64-row blocks won shape 13 alone
+# (1.3 %); at 14 and 10 the 128-row blocks stayed 4-6 % ahead of the best of them (ops/fused_moe.md).
 MID = [dict(BASE, BM=64, BN=128, BN2=128, BK=64, num_warps=8, num_stages=4, COMBINE=0, USE_TMA=1),
        dict(BASE, BM=64, BN=128, BN2=128, BK=64, num_warps=4, num_stages=4, COMBINE=0, USE_TMA=1),
        dict(BASE, BM=64, BN=64, BN2=128, BK=128, num_warps=4, num_stages=4, COMBINE=0, USE_TMA=1),
