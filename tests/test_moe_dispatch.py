@@ -135,7 +135,10 @@ def test_bake_writes_the_measuring_gpus_table_and_leaves_the_others(tmp_path):
     after = load_kernel(kernel)
     assert after.DISPATCH == before.DISPATCH and after.DEFAULT_GPU == "NVIDIA H200"
     h100 = after.DISPATCH_BY_GPU["NVIDIA H100 80GB HBM3"]
-    assert h100 == {"128,2048,768,8": {4096: cfg, 16384: dict(cfg, BM=128)}}
+    shipped = before.DISPATCH_BY_GPU.get("NVIDIA H100 80GB HBM3", {})
+    assert h100["128,2048,768,8"] == {**shipped.get("128,2048,768,8", {}), 4096: cfg, 16384: dict(cfg, BM=128)}
+    assert {k: v for k, v in h100.items() if k != "128,2048,768,8"} == \
+        {k: v for k, v in shipped.items() if k != "128,2048,768,8"}      # the H100's other entries kept
     text = kernel.read_text()
     assert text.count("DISPATCH_BY_GPU = {") == 1 and "# NVIDIA H100 80GB HBM3: newest bake measured" in text
     assert "# shape 8: 2423.0 us, 0.75 of the measured ceiling" in text and "# shape 10: 500.0 us, 0.50" in text
