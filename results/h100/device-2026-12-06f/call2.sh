@@ -5,10 +5,11 @@
 #    and the slot sum with whole rows per program (predicted at shape 14: 77.0 -> about 45 us).
 # 2. kb verify of grouped_dispatch alone (a scratch copy without fused_moe's two other kernels, whose
 #    175-184 s evaluations deferred it in call 1), through the harness with its H100 table.
-# 3. Issue 17's one-GPU half (scripts/gpu_scaling.sh, AKA_SC_PARTS="bench1 convert1") in what is left;
-#    its runs stay in the carried cache's scaling/ so a later call resumes them.
+# 3. In what is left, call3.sh's question (the first GPU run of `aka eval --ncu-stalls`: v_words against
+#    f16_mma); two failed starts left too little budget for a third call (issue 17's one-GPU half,
+#    scripts/gpu_scaling.sh, stays unrun).
 #   here: bash scripts/pre_device.sh; the device, carrying .gpucache and .whl:
-#   OUT=$OUT bash results/h100/device-2026-12-06f/call2.sh
+#   AKA_DEADLINE_S=470 OUT=$OUT bash results/h100/device-2026-12-06f/call2.sh
 set -uo pipefail
 . scripts/device_lib.sh
 call_begin 560
@@ -22,6 +23,11 @@ timeout --signal=INT --kill-after=10 250 python3 -m aka.cli kb verify --kb /tmp/
 echo "[kb verify fused_moe rc=$? $(( $(date +%s) - T0 ))s]"
 ( cd /tmp/kbv/results/kb && find kernels -newer /tmp/kbv/stamp -type f | tar czf $OUT/kbv.tgz -T - )
 grep -v ': deferred\|━' $OUT/kbverify.log | tail -8
-AKA_DEADLINE_S=$(( $(left) - 10 )) AKA_SC_PARTS="bench1 convert1" OUT=$OUT bash scripts/gpu_scaling.sh
-echo "[scaling rc=$? $(( $(date +%s) - T0 ))s]"
+NCU_STALLS=1 NCU_TIMEOUT=$(( ($(left) - 10) / 2 )) bash scripts/gpu_ncu_probe.sh fp8_kv_decode_attention:v_words:2 \
+  fp8_kv_decode_attention:f16_mma:2
+for j in $OUT/ncu/ncu_*.json; do
+  [[ -s $j ]] && python3 -c "import json,sys; from aka.evaluate.report import ncu_line
+d=json.load(open(sys.argv[1])); print(sys.argv[1].split('/')[-1], [ncu_line(s['ncu']) for s in d['shapes'] if s.get('ncu')])" "$j"
+done
+tail -3 $OUT/ncu/*.log
 echo "wall $(( $(date +%s) - T0 ))"
