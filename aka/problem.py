@@ -101,7 +101,15 @@ def resolve_problem_path(spec: str | Path) -> Path:
         return p.resolve()
     if isinstance(spec, str) and "/" not in spec and (BENCH_OPS / spec).is_dir():
         return (BENCH_OPS / spec).resolve()
-    raise ProblemError(f"problem not found: {spec} (a path, or one of the operators under {BENCH_OPS})")
+    hint = did_you_mean(str(spec), [d.name for d in BENCH_OPS.iterdir() if d.is_dir()] if BENCH_OPS.is_dir() else [])
+    raise ProblemError(f"problem not found: {spec} (a path, or one of the operators under {BENCH_OPS}){hint}")
+
+
+def did_you_mean(name: str, known, sep: str = "; ") -> str:
+    """'<sep>did you mean X or Y?' for the known names closest to a mistyped one, else ''."""
+    import difflib
+    close = difflib.get_close_matches(name, sorted(known), n=2, cutoff=0.6)
+    return f"{sep}did you mean {' or '.join(close)}?" if close else ""
 
 
 def load_problem(spec: str | Path) -> Problem:

@@ -177,6 +177,17 @@ def test_kernelbench_file_errors(tmp_path):
         load_problem(tmp_path / "nope")
 
 
+def test_a_mistyped_operator_name_gets_the_closest_names():
+    with pytest.raises(ProblemError, match=r"problem not found: rms_nrom .*did you mean rms_norm"):
+        load_problem("rms_nrom")
+    with pytest.raises(ProblemError) as err:
+        load_problem("zzzz_no_such_op")
+    assert "did you mean" not in str(err.value)
+    from aka.bench.suite import load_suite
+    with pytest.raises(ProblemError, match=r"fused_mo \(did you mean fused_moe.*\), zzz$"):
+        load_suite(None, ops=["fused_mo", "zzz"])
+
+
 def test_atrex_null_init_kwargs_load_as_empty_and_run():
     """Atrex-Bench writes `"init_kwargs": null` for a Model without arguments (153 of its 440 entries)."""
     p = load_problem(PROBLEMS / "atrex_silu_mul_nulls")

@@ -57,7 +57,10 @@ def load_suite(path: str | Path | None = None, ops: list[str] | None = None,
             raise ProblemError(f"requested op {n} does not load: {why}")
         unknown = wanted - {p.name for p in problems}
         if unknown:
-            raise ProblemError(f"unknown op(s) in suite {root}: {', '.join(sorted(unknown))}")
+            from aka.problem import did_you_mean
+            names = [p.name for p in problems]
+            named = [u + (f" ({hint})" if (hint := did_you_mean(u, names, sep="")) else "") for u in sorted(unknown)]
+            raise ProblemError(f"unknown op(s) in suite {root}: {', '.join(named)}")
         problems, failed = [p for p in problems if p.name in wanted], []
     if not problems:
         why = f": {len(failed)} failed to load, first {failed[0][0]}: {failed[0][1]}" if failed else ""
