@@ -335,11 +335,3 @@ def test_tuner_mid_rows_grid_keeps_the_tables_configs_first_and_fits_the_kernels
         for name, value in cfg.items():
             assert value in declared[name], (name, value)
 
-
-def test_slot_sum_takes_whole_rows_where_the_tokens_fill_the_gpu():
-    k = load_kernel()
-    assert k.slot_sum_block(8192, 7168, 132) == 8192          # EP32 prefill: one program per token
-    assert k.slot_sum_block(4096, 2048, 132) == 2048
-    assert k.slot_sum_block(16, 4096, 132) == 1024            # few tokens: as many programs as before
-    assert k.slot_sum_block(300, 4096, 132) == 2048           # 300 x 2 programs give every SM four
-    assert k.slot_sum_block(200, 4096, 132) == 1024

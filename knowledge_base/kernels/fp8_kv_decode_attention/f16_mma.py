@@ -10,7 +10,7 @@ params:
   BN: [16, 32, 64, 128]
   num_warps: [2, 4, 8]
   num_stages: [1, 2, 3]
-summary: split_kv_fp8 with its MMAs in fp16 instead of bf16. e4m3 widens to fp16 by one packed convert per two elements (to bf16 it also takes a per-element fp16 -> bf16 convert), and P x v_scale in fp16 keeps 11 mantissa bits, so the second, residual P @ V dot that bf16 needed goes too; queries and P are brought into fp16's range by powers of two. A third fewer instructions per cached token in the offline sm_90a compile; on an H100 it still ran 1.19x slower than v_words (geomean, 12 shapes), so instruction issue is not what bounds that loop.
+summary: split_kv_fp8 with its MMAs in fp16 instead of bf16. e4m3 widens to fp16 by one packed convert per two elements (to bf16 it also takes a per-element fp16 -> bf16 convert), and P x v_scale in fp16 keeps 11 mantissa bits, so the second, residual P @ V dot that bf16 needed goes too; queries and P are brought into fp16's range by powers of two. A third fewer instructions per cached token in the offline sm_90a compile; on an H100 it still ran 1.19x slower than v_words (geomean, 12 shapes), as its 187 registers cost it a third of v_words' occupancy, and the stall profile shows the warps waiting on global memory (long_scoreboard) twice as long per instruction.
 ---
 out[b, h] = softmax_j(scale * ks_j * (q . k8_j)) sum_j p_j * vs_j * v8_j over j < seq_lens[b].
 
@@ -60,9 +60,16 @@ Measured (H100, kb verify 2026-12-06, results/h100/device-2026-12-06e/call2/fp8k
 the instruction count did not predict the time. v_words, with 1.6x f16_mma's loop instructions,
 was faster on 11 of 12 shapes, 1.19x in geomean (batch 16 x 32k: 425 vs 527 us), f16_mma
 0.28-0.35 of the datasheet roofline against v_words' 0.27-0.42; at batch 1 they tie (73.7 vs
-75.2 us). So the loop is not issue-bound the way the count assumed; what holds it is not known
-(the next step is a stall profile, not another count). split_kv_fp8 has no H100 verdict to set
-beside them (out of GPU memory beside three other evaluations that call).
+75.2 us). So the loop is not issue-bound the way the count assumed. The stall profile (H100,
+`aka eval --ncu-stalls`, bench shape 2, results/h100/device-2026-12-06f/call2/ncu) says why: 187
+registers a thread against v_words' 138 leave 13 % occupancy against 20 %, and with fewer warps
+to switch between, each issued instruction waits on global memory twice as long (long_scoreboard
+4.0 warps stalled per issued instruction against 2.0; issue active 24 % against 46 %; 984.6 vs
+794.5 us). Shared memory is not it: short_scoreboard 0.9 against 1.1, no mio_throttle among the
+top reasons, so the byte-wide V loads (`LDS.U8`) were the wrong lead. What would make the fewer
+instructions pay: the registers under v_words' (the fp16 q tile and P kept live across the loop
+are the suspects), or a smaller BN. split_kv_fp8 has no H100 verdict to set beside them (out of
+GPU memory beside three other evaluations that call).
 
 When to use it: not over v_words, on the H100 measurement above. It stays as the measured answer
 to "do the bf16 converts and the residual P @ V dot cost the fp8 loop its speed": removing them
