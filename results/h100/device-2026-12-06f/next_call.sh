@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# PREPARED, not yet run: the next session's first device call (either card).
+# 1. grouped_dispatch (fused_moe, 0.249 of the suite's weight) through the harness, alone: its verdict is
+#    stale on both cards since 1465ce5 (the SM-sized alignment chunks) and the per-GPU tables, and twice
+#    this session 200-240 s did not hold its evaluation on an H100 (eager and compiled per-expert
+#    reference over 16 shapes). On an H200 first the mid-rows tune of the eight prefill shapes (about 30 s
+#    on the H100) baked into the scratch copy's H200 table, so the verdict is of the tuned kernel; here
+#    the same bake of the call's moe_tune.json reproduces the file (baked_moe.sha256).
+# 2. kb verify of the rest by suite weight, kernels with no verdict on this card first.
+# The fp8 GEMM's H200 bake is ../device-2026-12-06e/next_call.sh's H200 branch (a second call).
+#   here: bash scripts/pre_device.sh; the device, carrying .gpucache and .whl:
+#   OUT=$OUT bash results/h100/device-2026-12-06f/next_call.sh
+#   after: untar out.tgz; mkdir -p /tmp/kbvN/results/kb && tar xzf <folder>/kbv.tgz -C /tmp/kbvN/results/kb
+#   python scripts/collect_kbverify.py callN=/tmp/kbvN --since <start> --out <folder>/kbverify.tsv --merge
+#   on an H200: python scripts/bake_dispatch_moe.py <folder>/tune_moe/moe_tune.json; sha256sum must match
+set -uo pipefail
+. scripts/device_lib.sh
+call_begin 560
+kb_copy /tmp/kbv; touch /tmp/kbv/stamp
+if (( ON_H200 )); then
+  timeout 100 python3 scripts/gpu_tune_moe.py $OUT/tune_moe --deadline 80 --shapes 14,10,13,12,9,15,11,8 \
+    > $OUT/tune_moe.log 2>&1
+  echo "[tune moe rc=$? $(( $(date +%s) - T0 ))s]"; tail -12 $OUT/tune_moe.log
+  python3 scripts/bake_dispatch_moe.py $OUT/tune_moe/moe_tune.json \
+    --kernel /tmp/kbv/knowledge_base/kernels/fused_moe/grouped_dispatch.py > $OUT/bake_moe.log 2>&1 && \
+    sha256sum /tmp/kbv/knowledge_base/kernels/fused_moe/grouped_dispatch.py > $OUT/baked_moe.sha256
+  echo "[bake moe rc=$?]"; tail -3 $OUT/bake_moe.log
+fi
+mkdir -p /tmp/kbv_moe && mv /tmp/kbv/knowledge_base/kernels/fused_moe/{atomic_combine,sorted_grouped}.py /tmp/kbv_moe/
+timeout --signal=INT --kill-after=10 370 python3 -m aka.cli kb verify --kb /tmp/kbv/knowledge_base --device cuda \
+  --shapes all --jobs 1 --timeout 360 --budget 360 --op fused_moe >> $OUT/kbverify.log 2>&1
+echo "[kb verify grouped_dispatch rc=$? $(( $(date +%s) - T0 ))s]"
+mv /tmp/kbv_moe/*.py /tmp/kbv/knowledge_base/kernels/fused_moe/
+t=$(( $(left) - 25 ))
+(( t > 60 )) && timeout --signal=INT --kill-after=10 $(( t + 10 )) python3 -m aka.cli kb verify \
+  --kb /tmp/kbv/knowledge_base --device cuda --shapes all --jobs 4 --unlock-compiles --timeout "$t" --budget "$t" \
+  --first "$KBV_ORDER" --missing-first >> $OUT/kbverify.log 2>&1
+echo "[kb verify rest rc=$? $(( $(date +%s) - T0 ))s]"
+( cd /tmp/kbv/results/kb && find kernels -newer /tmp/kbv/stamp -type f | tar czf $OUT/kbv.tgz -T - )
+tar tzf $OUT/kbv.tgz | wc -l; echo "deferred: $(grep -c ': deferred' $OUT/kbverify.log)"
+grep -v ': deferred\|━' $OUT/kbverify.log | tail -20
+echo "wall $(( $(date +%s) - T0 ))"
