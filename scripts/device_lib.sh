@@ -69,6 +69,15 @@ pack_out() {
     && mv /tmp/pack_out.tgz out.tgz )
 }
 
+# one `aka kb verify` of the scratch copy (kb_copy DIR, default /tmp/kbv) within SECONDS, the GPU and
+# all shapes, its log appended to $OUT/kbverify.log: kbv SECONDS JOBS [ARGS...]; KBV_DIR overrides the copy
+kbv() {
+  local t=$1 j=$2 kb=${KBV_DIR:-/tmp/kbv}; shift 2
+  timeout --signal=INT --kill-after=10 $(( t + 10 )) python3 -m aka.cli kb verify --kb "$kb/knowledge_base" \
+    --device cuda --shapes all --jobs "$j" --unlock-compiles --timeout "$t" --budget "$t" "$@" >> "$OUT/kbverify.log" 2>&1
+  echo "[kb verify $* rc=$? $(( $(date +%s) - T0 ))s]"
+}
+
 # the call's opening: environment, xdist, provenance (with the peers' library versions) and the
 # measured ceilings into $OUT; sets ON_H200 (1 on an H200)
 device_open() {

@@ -159,3 +159,25 @@ def test_call_begin_sets_the_deadline_cache_and_packs_out_on_exit(tmp_path):
         assert _members(out / "out.tgz") == [".", "./provenance.txt"]      # packed on exit, loose files gone
         assert [p.name for p in out.iterdir()] == ["out.tgz"]
         (out / "out.tgz").unlink()
+
+
+def test_kbv_runs_one_kb_verify_of_the_scratch_copy_within_its_seconds(tmp_path):
+    """device_lib.sh's kbv: `aka kb verify` of the scratch copy on the GPU within the given seconds
+    (budget and timeout both), its output appended to $OUT/kbverify.log, a step line with its rc
+    (python3 stubbed: no GPU here)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    (stub / "python3").write_text('#!/bin/sh\necho "ARGS $*"\nexit 3\n')   # `timeout` execs a program, not a function
+    (stub / "python3").chmod(0o755)
+    script = ('set -uo pipefail; . scripts/device_lib.sh; T0=$(date +%s); '
+              'kbv 200 3 --op fused_moe; KBV_DIR=/tmp/elsewhere kbv 90 1')
+    env = dict(os.environ, OUT=str(out), PATH=f"{stub}:{os.environ['PATH']}")
+    r = subprocess.run(["bash", "-c", script], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "[kb verify --op fused_moe rc=3 " in r.stdout and "[kb verify  rc=3 " in r.stdout
+    log = (out / "kbverify.log").read_text().splitlines()
+    assert log[0] == ("ARGS -m aka.cli kb verify --kb /tmp/kbv/knowledge_base --device cuda --shapes all --jobs 3 "
+                      "--unlock-compiles --timeout 200 --budget 200 --op fused_moe")
+    assert log[1].startswith("ARGS -m aka.cli kb verify --kb /tmp/elsewhere/knowledge_base") and "--budget 90" in log[1]

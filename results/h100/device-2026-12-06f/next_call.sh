@@ -27,15 +27,9 @@ if (( ON_H200 )); then
   echo "[bake moe rc=$?]"; tail -3 $OUT/bake_moe.log
 fi
 mkdir -p /tmp/kbv_moe && mv /tmp/kbv/knowledge_base/kernels/fused_moe/{atomic_combine,sorted_grouped}.py /tmp/kbv_moe/
-timeout --signal=INT --kill-after=10 370 python3 -m aka.cli kb verify --kb /tmp/kbv/knowledge_base --device cuda \
-  --shapes all --jobs 1 --timeout 360 --budget 360 --op fused_moe >> $OUT/kbverify.log 2>&1
-echo "[kb verify grouped_dispatch rc=$? $(( $(date +%s) - T0 ))s]"
+kbv 360 1 --op fused_moe                      # grouped_dispatch alone
 mv /tmp/kbv_moe/*.py /tmp/kbv/knowledge_base/kernels/fused_moe/
-t=$(( $(left) - 25 ))
-(( t > 60 )) && timeout --signal=INT --kill-after=10 $(( t + 10 )) python3 -m aka.cli kb verify \
-  --kb /tmp/kbv/knowledge_base --device cuda --shapes all --jobs 4 --unlock-compiles --timeout "$t" --budget "$t" \
-  --first "$KBV_ORDER" --missing-first >> $OUT/kbverify.log 2>&1
-echo "[kb verify rest rc=$? $(( $(date +%s) - T0 ))s]"
+(( $(left) > 85 )) && kbv $(( $(left) - 25 )) 4 --first "$KBV_ORDER" --missing-first
 ( cd /tmp/kbv/results/kb && find kernels -newer /tmp/kbv/stamp -type f | tar czf $OUT/kbv.tgz -T - )
 tar tzf $OUT/kbv.tgz | wc -l; echo "deferred: $(grep -c ': deferred' $OUT/kbverify.log)"
 grep -v ': deferred\|━' $OUT/kbverify.log | tail -20
