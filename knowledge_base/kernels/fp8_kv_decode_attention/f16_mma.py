@@ -67,8 +67,12 @@ to switch between, each issued instruction waits on global memory twice as long 
 4.0 warps stalled per issued instruction against 2.0; issue active 24 % against 46 %; 984.6 vs
 794.5 us). Shared memory is not it: short_scoreboard 0.9 against 1.1, no mio_throttle among the
 top reasons, so the byte-wide V loads (`LDS.U8`) were the wrong lead. What would make the fewer
-instructions pay: the registers under v_words' (the fp16 q tile and P kept live across the loop
-are the suspects), or a smaller BN. split_kv_fp8 has no H100 verdict to set beside them (out of
+instructions pay is the registers under v_words'. Offline (sm_90a, bench shape 2, `aka kb
+compile-check --set`): 8 warps give 128 registers, no spill, two CTAs of 8 warps an SM (16 warps
+against the default's 8 and v_words' 12) at 471 loop instructions a warp (3768 a tile against
+v_words' 4832); BN 32 on 4 warps gives 128 registers (4 B spilled) and four CTAs an SM; BN 32 on 8
+warps 102. Not yet timed: the prediction is that 8 warps beat the default and at least tie
+v_words at shape 2. split_kv_fp8 has no H100 verdict to set beside them (out of
 GPU memory beside three other evaluations that call).
 
 When to use it: not over v_words, on the H100 measurement above. It stays as the measured answer
