@@ -6,7 +6,8 @@
 #    reference over 16 shapes). On an H200 first the mid-rows tune of the eight prefill shapes (about 30 s
 #    on the H100) baked into the scratch copy's H200 table, so the verdict is of the tuned kernel; here
 #    the same bake of the call's moe_tune.json reproduces the file (baked_moe.sha256).
-# 2. kb verify of the rest by suite weight, kernels with no verdict on this card first.
+# 2. f16_mma at 8 warps against its default and v_words (below).
+# 3. kb verify of the rest by suite weight, kernels with no verdict on this card first.
 # The fp8 GEMM's H200 bake is ../device-2026-12-06e/next_call.sh's H200 branch (a second call).
 #   here: bash scripts/pre_device.sh; the device, carrying .gpucache and .whl:
 #   OUT=$OUT bash results/h100/device-2026-12-06f/next_call.sh
@@ -29,6 +30,14 @@ fi
 mkdir -p /tmp/kbv_moe && mv /tmp/kbv/knowledge_base/kernels/fused_moe/{atomic_combine,sorted_grouped}.py /tmp/kbv_moe/
 kbv 360 1 --op fused_moe                      # grouped_dispatch alone
 mv /tmp/kbv_moe/*.py /tmp/kbv/knowledge_base/kernels/fused_moe/
+# 2. fp8 KV decode, f16_mma at 8 warps (128 registers offline, twice its default's resident warps) beside its
+#    default and v_words, shapes 2 (batch 64 x 16k), 0 and 7: the stall profile's occupancy reading, tested.
+python3 scripts/params_variant.py knowledge_base/kernels/fp8_kv_decode_attention/f16_mma.py num_warps=8 > /tmp/f16_mma_w8.py
+for k in knowledge_base/kernels/fp8_kv_decode_attention/v_words.py knowledge_base/kernels/fp8_kv_decode_attention/f16_mma.py /tmp/f16_mma_w8.py; do
+  n=$(basename $k .py)
+  timeout 100 python3 -m aka.cli eval fp8_kv_decode_attention $k --shapes 2,0,7 --no-peer --json $OUT/ab_$n.json > $OUT/ab_$n.log 2>&1
+  echo "[eval $n rc=$? $(( $(date +%s) - T0 ))s]"; grep -m1 "device cuda" $OUT/ab_$n.log
+done
 (( $(left) > 85 )) && kbv $(( $(left) - 25 )) 4 --first "$KBV_ORDER" --missing-first
 ( cd /tmp/kbv/results/kb && find kernels -newer /tmp/kbv/stamp -type f | tar czf $OUT/kbv.tgz -T - )
 tar tzf $OUT/kbv.tgz | wc -l; echo "deferred: $(grep -c ': deferred' $OUT/kbverify.log)"
