@@ -17,6 +17,8 @@ alignment launches read 28-110 us each on an H100 (results/h100/device-2026-12-0
 decode's forward 87.6 us where the harness's graph replay measured 57.2 us. `kernel_us` is the
 GPU's own time per kernel (torch.profiler's CUDA activity, summed by kernel name over a forward,
 torch's own kernels such as fills included) and `gpu_us` their sum: use those to rank launches.
+Inputs are seeded per shape (--seed): before 2026-12-06 they were not, so a shape's routing
+(fused_moe's expert loads) depended on the shapes listed before it.
 """
 from __future__ import annotations
 
@@ -43,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", action="append", default=[], help="a parameter variant: KEY=VALUE[,KEY=VALUE]")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--out")
+    ap.add_argument("--seed", type=int, default=0,
+                    help="inputs of each shape drawn from seed + its position in the bench's shape list, so a "
+                         "shape gets the same inputs whatever --shapes lists beside it (default 0)")
     a = ap.parse_args(argv)
     cuda = torch.cuda.is_available()
     dev = "cuda" if cuda else "cpu"
@@ -75,12 +80,15 @@ def main(argv: list[str] | None = None) -> int:
     for n, f in jits.items():
         f.run = timed(n, f.run)
     report = {"op": a.op, "kernel": a.kernel, "device": torch.cuda.get_device_name() if cuda else "cpu (interpreter)",
-              "defaults": defaults, "rows": []}
+              "defaults": defaults, "seed": a.seed, "rows": []}
     variants = [{}] + [parse_assignments(s) for s in a.set]
+    order = {sid: i for i, sid in enumerate(list(prob.shapes) + list(prob.small_shapes))}
     for sid in a.shapes.split(","):
         spec = prob.select(sid)[0].to_json()
         init, kw = rt.init_args(spec)
+        torch.manual_seed(a.seed + order.get(sid, 0))
         inputs = rt.make_inputs(spec)
+        digest = [round(float(v.double().sum()), 4) for v in inputs.values() if torch.is_tensor(v)]
         for var in variants:
             mod.AKA_PARAMS = dict(defaults, **var)
             model = mod.ModelNew(*init, **kw)
@@ -104,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
                     whole.append(spans[0][1].elapsed_time(spans[-1][2]) * 1e3)
                 else:
                     whole.append(sum(tot.values()))
-            row = {"shape": sid, "label": spec.get("label") or sid, "variant": var,
+            row = {"shape": sid, "label": spec.get("label") or sid, "variant": var, "inputs_sum": digest,
                    "launch_us": {n: round(statistics.median(v), 2) for n, v in per.items()},
                    "forward_us": round(statistics.median(whole), 2)}
             if cuda:

@@ -86,3 +86,11 @@ def test_the_launch_probe_times_every_launch_of_a_forward(tmp_path):
     for r in rows:
         assert set(r["launch_us"]) == {"_stats", "_hist", "_select", "_compact", "_finish", "_write"}
         assert r["forward_us"] > 0
+    # a shape's inputs do not depend on the shapes probed before it (seeded per shape)
+    again = tmp_path / "again.json"
+    p = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "probe_kernel_launches.py"), "top_k_top_p_filter",
+                        "tail_compact", "--shapes", "s0,s2", "--reps", "1", "--out", str(again)],
+                       capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    by_shape = {r["shape"]: r["inputs_sum"] for r in json.loads(again.read_text())["rows"]}
+    assert by_shape["s2"] == rows[0]["inputs_sum"] and by_shape["s0"] != by_shape["s2"]
