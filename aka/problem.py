@@ -101,8 +101,15 @@ def resolve_problem_path(spec: str | Path) -> Path:
         return p.resolve()
     if isinstance(spec, str) and "/" not in spec and (BENCH_OPS / spec).is_dir():
         return (BENCH_OPS / spec).resolve()
-    hint = did_you_mean(str(spec), [d.name for d in BENCH_OPS.iterdir() if d.is_dir()] if BENCH_OPS.is_dir() else [])
+    hint = did_you_mean(str(spec), bundled_ops())
     raise ProblemError(f"problem not found: {spec} (a path, or one of the operators under {BENCH_OPS}){hint}")
+
+
+def bundled_ops() -> list[str]:
+    """The operator directories of the bundled benchmark, by name."""
+    if not BENCH_OPS.is_dir():
+        return []
+    return sorted(d.name for d in BENCH_OPS.iterdir() if d.is_dir() and not d.name.startswith(("_", ".")))
 
 
 def did_you_mean(name: str, known, sep: str = "; ") -> str:

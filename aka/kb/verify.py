@@ -23,7 +23,7 @@ from pathlib import Path
 
 from aka.kb.chunks import code_bytes, kb_files
 from aka.kb.entries import as_list, read_entry
-from aka.problem import BENCH_OPS
+from aka.problem import bundled_ops
 
 SHAPE_KEYS = ("id", "label", "correct", "time_us", "time_ci_us", "sol_us", "sol_fraction", "sol_fraction_measured",
               "eager_us", "compile_us", "compile_ci_us", "speedup_eager", "speedup_compile", "bound", "reason")
@@ -348,8 +348,7 @@ def stats(root: Path) -> dict:
         per_gpu = {str(e["gpu"]): said(e) for e in reversed(gpu_entries(data)) if e.get("gpu")}  # the primary last: it wins
         kernels.append({"id": str(meta.get("id") or p.stem), "op": kernel_op(p), "verdicts": verdict,
                         "gpus": dict(sorted(per_gpu.items()))})
-    bench = sorted(d.name for d in BENCH_OPS.iterdir() if d.is_dir() and not d.name.startswith(("_", "."))) \
-        if BENCH_OPS.is_dir() else []
+    bench = bundled_ops()
     with_kernel = sorted({k["op"] for k in kernels})
     return {
         "notes": dict(sorted(notes.items())), "notes_total": sum(notes.values()),

@@ -456,8 +456,9 @@ def moe_forward(hidden, w1, w2, topk_weights, topk_ids, cfg, small_work=SMALL_WO
                BM=bm, BN=bn2, BK=bk, GROUP=group, COMBINE=0, SPLIT_K=1, USE_TMA=w2_desc is not None,
                num_warps=warps, num_stages=st2)
     out = torch.empty((T, H), dtype=hidden.dtype, device=dev)
-    bh = min(1024, triton.next_power_of_2(H))   # whole rows per program (up to 8192 columns, 8 warps)
-    # measured slower on an H100: 95.4 against 77.0 us at DeepSeek-V3 EP32 prefill (results/h100/device-2026-12-06f)
+    # 1024 columns a program. Whole rows (up to 8192 columns on 8 warps) measured slower on an H100:
+    # 95.4 against 77.0 us at DeepSeek-V3 EP32 prefill (results/h100/device-2026-12-06f).
+    bh = min(1024, triton.next_power_of_2(H))
     _slot_sum[(T, triton.cdiv(H, bh))](slot_out, ids, tw, out, H, slot_out.stride(0), out.stride(0),
                                        TOPK=topk, BH=bh, num_warps=4)
     return out
