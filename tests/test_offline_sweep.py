@@ -185,3 +185,16 @@ def test_kb_verify_records_the_intervals_best_reads(tmp_path):
     assert all(s["time_ci_us"] == [9.0, 10.0] and s["compile_ci_us"] == [10.5, 11.0] for s in rec["shapes"])
     (row,) = [r for r in best_table(root, "cuda") if r["op"] == "rms_norm"]
     assert row["large_vs_compile_ci"]["faster"] >= 1 and row["large_vs_compile_ci"]["slower"] == 0
+
+
+def test_suite_estimate_weights_each_op_s_best_and_counts_missing_ops_zero():
+    from aka.kb.best import suite_estimate
+    rows = [{"op": "a", "objective": 0.5, "compile": 0.25}, {"op": "b", "objective": 0.8, "compile": None}]
+    est = suite_estimate(rows, {"a": 0.5, "b": 0.25, "c": 0.25})
+    assert est["score"] == pytest.approx(0.5 * 0.5 + 0.25 * 0.8)      # c, with no verdict, adds 0
+    assert est["compile"] == pytest.approx(0.5 * 0.25)
+    assert est["missing"] == ["c"] and est["missing_weight"] == pytest.approx(0.25)
+    text = markdown([], "", None, suite=est)
+    assert "Suite score of these kernels: 0.450" in text and "count 0 (their weight 0.250): c" in text
+    # weights that do not sum to 1 are normalised, as aka/bench/score.py does
+    assert suite_estimate(rows, {"a": 2.0, "b": 2.0})["score"] == pytest.approx(0.65)

@@ -114,7 +114,22 @@ def unverified(root: Path, device: str = "cuda", gpu: str | None = None) -> tupl
     return missing, sorted(ops - covered)
 
 
-def markdown(rows: list[dict], provenance: str = "", missing: tuple[int, int, list[str]] | None = None) -> str:
+def suite_estimate(rows: list[dict], weights: dict[str, float]) -> dict:
+    """The suite score of these kernels: Σ op weight x objective over the suite's ops divided by Σ
+    weight (aka/bench/score.py's definition, with each op's best verdict in place of one bench run),
+    an op without a row (no current, passing verdict) counting 0 as a failed op does in a run; and
+    torch.compile's over the same records. `weights`: the suite's op weights (aka.bench.suite)."""
+    by_op = {r["op"]: r for r in rows}
+    total = sum(weights.values()) or 1.0
+    score = sum(w * (by_op[op]["objective"] or 0.0) for op, w in weights.items() if op in by_op) / total
+    comp = sum(w * (by_op[op]["compile"] or 0.0) for op, w in weights.items() if op in by_op) / total
+    missing = sorted((op for op in weights if op not in by_op), key=lambda o: -weights[o])
+    return {"score": score, "compile": comp, "missing": missing,
+            "missing_weight": sum(weights[o] for o in missing) / total}
+
+
+def markdown(rows: list[dict], provenance: str = "", missing: tuple[int, int, list[str]] | None = None,
+             suite: dict | None = None) -> str:
     """`missing`: (kernels without a current passing result, kernels in all, ops with none)."""
     met = sum(r["meets"] for r in rows)
     lines = ["# Best knowledge-base kernel per op", "", provenance, "",
@@ -129,8 +144,15 @@ def markdown(rows: list[dict], provenance: str = "", missing: tuple[int, int, li
              "than compile at every large shape.** Large shapes faster / tied / slower: the kernel's 95% CI below "
              "compile's, overlapping it, above it, over the large shapes whose record has both (- : none has; "
              f"{sum(1 for r in rows if (r.get('large_vs_compile_ci') or {}).get('slower'))} ops are slower beyond "
-             "the intervals somewhere).", "",
-             "| op | best kernel (of n) | shapes | objective | compile | eager | ×compile | ×compile, large min (n) "
+             "the intervals somewhere).", ""]
+    if suite is not None:
+        gone = (f"; {len(suite['missing'])} ops without a verdict count 0 (their weight "
+                f"{suite['missing_weight']:.3f}): {', '.join(suite['missing'])}" if suite["missing"] else "")
+        lines += [f"**Suite score of these kernels: {suite['score']:.3f}** (torch.compile over the same records: "
+                  f"{suite['compile']:.3f}): Σ op weight x objective over the bundled suite's weights, each op's "
+                  f"best verdict in place of one `aka bench run`, so its records may come from different days"
+                  f"{gone}.", ""]
+    lines += ["| op | best kernel (of n) | shapes | objective | compile | eager | ×compile | ×compile, large min (n) "
              "| large shapes faster / tied / slower | large shapes | of measured ceiling: median, min | meets |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:

@@ -354,7 +354,7 @@ def cmd_verify(args) -> int:
 
 
 def cmd_best(args) -> int:
-    from aka.kb.best import best_table, markdown, unverified
+    from aka.kb.best import best_table, markdown, suite_estimate, unverified
     from aka.kb.verify import kernel_paths
     console = _console()
     rows = best_table(_root(args), args.device, args.gpu)
@@ -366,7 +366,9 @@ def cmd_best(args) -> int:
     dates = sorted(str(r["date"]) for r in rows if r.get("date"))
     prov = f"GPU {', '.join(gpus)}; results recorded {dates[0]} to {dates[-1]}" if dates else f"GPU {', '.join(gpus)}"
     missing, ops = unverified(_root(args), args.device, args.gpu)
-    text = markdown(rows, prov, (len(missing), len(kernel_paths(_root(args))), ops))
+    from aka.bench.suite import load_suite
+    text = markdown(rows, prov, (len(missing), len(kernel_paths(_root(args))), ops),
+                    suite=suite_estimate(rows, load_suite().weights))
     if args.out:
         Path(args.out).write_text(text)
         console.print(f"wrote {args.out}")
