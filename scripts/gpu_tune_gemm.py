@@ -103,6 +103,18 @@ MID_BIG = [tile(256, 128, 64, 8, 3, 1, split=6), tile(128, 256, 64, 8, 3, 1, spl
            tile(256, 128, 64, 8, 3, 1, split=3), tile(128, 256, 64, 8, 3, 1, split=3)]
 
 
+# Added 2026-12-06 (fifteenth session): what cuBLAS runs at M 96 (N 8192, K 7392), where we are 0.80x of
+# it: one wave of 128 programs (grid [2, 64]), each a 64 x 96 tile over the whole K (no split-K) with a
+# ten-stage pipeline (nvjet_sm90_tst_64x96_64x10, 221 KB of shared memory; scripts/probe_gemm_peer.py,
+# results/h100/device-2026-12-06c/call1/gemm_probe.md). Triton tiles are powers of two, so the nearest:
+# 64-wide column tiles over M padded to 128 (128 programs at N 8192) or 128-wide ones over two 64-row
+# tiles, as deep as _stages allows (128x64x64: 7 stages, 164 KB offline sm_90a; 64x128x64: 8, 180 KB).
+# Every grid above pads M 96 the same way, so the prediction is that depth, not padding, is the gap.
+DEEP_NARROW = [tile(128, 64, 64, 4, 7, 1, split=1), tile(64, 128, 64, 4, 8, 1, split=1),
+               tile(128, 64, 64, 8, 7, 1, split=1), tile(128, 64, 128, 8, 4, 1, split=1),
+               tile(128, 64, 64, 4, 7, 1, split=2)]
+
+
 def bf16_grid(M):
     """Candidates per M bucket, most promising first (the deadline drops the tail)."""
     if M <= 4:
@@ -119,7 +131,7 @@ def bf16_grid(M):
                 tile(bm, 64, 256, 4, 3, 1), tile(bm, 64, 128, 4, 6, 1), tile(bm, 32, 128, 4, 6, 1),
                 tile(bm, 64, 128, 4, 4, 1, split=2), tile(bm, 64, 128, 4, 4, 1, split=4)]
     if M <= 256:  # explicit splits last: `auto` (two programs per SM) takes 9 at M 128, N 4096, 19 MB of partials
-        return [tile(64, 128, 64, 4, 4, 1), tile(128, 128, 64, 8, 4, 1), tile(64, 128, 128, 4, 4, 1),
+        return [tile(64, 128, 64, 4, 4, 1), tile(128, 128, 64, 8, 4, 1), tile(64, 128, 128, 4, 4, 1)] + DEEP_NARROW + [
                 tile(128, 128, 64, 8, 4, 1, persist=1), tile(64, 64, 128, 4, 4, 0), tile(64, 256, 64, 8, 3, 1),
                 tile(64, 128, 64, 4, 4, 1, persist=1, occ=2), tile(64, 128, 64, 4, 4, 1, split=4),
                 tile(128, 128, 64, 8, 4, 1, split=2)] + MID_BIG + MID_MORE + (MID_ROWS32 if M % 32 == 0 and M % 64 else [])
