@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "knowledge_base" / "kernels" / "fused_moe" / "grouped_dispatch.py"
 BEGIN, END = "# DISPATCH-BEGIN", "# DISPATCH-END"
 LAUNCH_KEYS = ("BM", "BN", "BN2", "BK", "GROUP", "num_warps", "num_stages", "COMBINE", "SPLIT_K", "PERSIST", "USE_TMA")
+OPTIONAL_KEYS = ("TMA_ACT", "GATHER_X")   # A tiles by TMA (2026-12-06): written when the winner sets them
 
 
 class BakeError(Exception):
@@ -39,6 +40,7 @@ def winners(tune: dict) -> dict[str, dict[int, tuple[dict, str]]]:
         kw = rec["input_kwargs"]
         key = f"{kw['num_experts']},{kw['hidden_size']},{kw['intermediate_size']},{kw['top_k']}"
         cfg = {k: best["config"][k] for k in LAUNCH_KEYS}
+        cfg.update({k: best["config"][k] for k in OPTIONAL_KEYS if best["config"].get(k)})
         frac = best.get("sol_fraction_measured")
         peer = rec.get("peer") or {}
         note = f"shape {rec['id']}: {best['time_us']:.1f} us"

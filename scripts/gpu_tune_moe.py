@@ -75,6 +75,18 @@ MID = [dict(BASE, BM=64, BN=128, BN2=128, BK=64, num_warps=8, num_stages=4, COMB
        dict(BASE, BM=64, BN=128, BN2=128, BK=64, num_warps=8, num_stages=4, COMBINE=0, USE_TMA=1, PERSIST=1),
        dict(BASE, BM=64, BN=128, BN2=128, BK=64, num_warps=8, num_stages=4, COMBINE=1, USE_TMA=1),
        dict(BASE, BM=64, BN=128, BN2=128, BK=64, num_warps=8, num_stages=4, COMBINE=0, USE_TMA=1, GROUP=16)]
+# Added 2026-12-06 (fifteenth session): A tiles by TMA (grouped_dispatch TMA_ACT, GATHER_X). Every row above
+# feeds both GEMMs' A tiles by pointer loads; offline (sm_90a, triton 3.6, DeepSeek-V3 EP32 geometry)
+# GEMM1's 128x128 tile on 8 warps sits at 255 registers with them and 172 with x gathered into sorted
+# order first and read by TMA, GEMM2's at 128 against 111. Predicted: faster GEMMs at the prefill shapes,
+# most where I / BN N tiles re-read each A row (shape 14: 16), against GATHER_X's extra copy of the
+# routed rows (shape 11's 131k rows x 2048: about 0.5 GB moved, ~110 us on an H200; the bare TMA_ACT row
+# pays nothing).
+A_TMA = [dict(BASE, BM=128, BN=128, BN2=128, BK=64, num_warps=8, num_stages=3, COMBINE=0, USE_TMA=1, TMA_ACT=1, GATHER_X=1),
+         dict(BASE, BM=128, BN=128, BN2=128, BK=64, num_warps=8, num_stages=3, COMBINE=0, USE_TMA=1, TMA_ACT=1),
+         dict(BASE, BM=128, BN=128, BN2=128, BK=64, num_warps=8, num_stages=4, COMBINE=0, USE_TMA=1, TMA_ACT=1, GATHER_X=1),
+         dict(BASE, BM=64, BN=128, BN2=128, BK=64, num_warps=4, num_stages=4, COMBINE=0, USE_TMA=1, TMA_ACT=1, GATHER_X=1),
+         dict(BASE, BM=128, BN=128, BN2=128, BK=64, num_warps=8, num_stages=3, COMBINE=1, USE_TMA=1, TMA_ACT=1, GATHER_X=1)]
 TINY = [dict(BASE, BM=16, BN=32, BN2=32, BK=32, num_warps=4, num_stages=2, COMBINE=1),
         dict(BASE, BM=16, BN=32, BN2=32, BK=32, num_warps=4, num_stages=2, COMBINE=1, SPLIT_K=2, PERSIST=1),
         dict(BASE, BM=32, BN=32, BN2=64, BK=32, num_warps=4, num_stages=2, COMBINE=0, USE_TMA=1)]
@@ -97,8 +109,10 @@ def grid_for(kw: dict, device: str) -> list[dict]:
     rows = rows_per_expert(kw)
     if rows <= 64:
         return DECODE
-    # the PREFILL rows first (what the table holds today), then the mid-rows grid
-    return PREFILL[:FIRST_PASS] + MID + PREFILL[FIRST_PASS:] if rows <= 768 else PREFILL
+    # the PREFILL rows first (what the table holds today), then the mid-rows grid,
+    # and the A-by-TMA rows right after the first two
+    head = PREFILL[:FIRST_PASS] + A_TMA
+    return head + MID + PREFILL[FIRST_PASS:] if rows <= 768 else head + PREFILL[FIRST_PASS:]
 
 
 def check(got, want, tol: dict) -> dict:
@@ -405,7 +419,8 @@ def print_table(result: dict) -> None:
         c = b.get("config") or {}
         name = (f"BM{c['BM']} BN{c['BN']}/{c['BN2']} BK{c['BK']} w{c['num_warps']} s{c['num_stages']} "
                 f"{'atomic' if c['COMBINE'] else 'slots'} sk{c['SPLIT_K']}{' persist' if c['PERSIST'] else ''}"
-                f"{' tma' if c.get('USE_TMA') else ''}"
+                f"{' tma' if c.get('USE_TMA') else ''}{' tma-act' if c.get('TMA_ACT') else ''}"
+                f"{' gather-x' if c.get('GATHER_X') else ''}"
                 if c else (r.get("error") or r.get("skipped") or "no passing config")[:60])
         pok = p if p.get("ok") else {}
         vs = pok["time_us"] / b["time_us"] if b.get("time_us") and pok.get("time_us") else None

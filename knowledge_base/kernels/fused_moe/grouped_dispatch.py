@@ -18,6 +18,8 @@ params:
   SPLIT_K: [1, 2, 4]
   PERSIST: [0, 1]
   USE_TMA: [0, 1]
+  TMA_ACT: [0, 1]
+  GATHER_X: [0, 1]
 tuner: moe
 summary: Grouped-GEMM fused MoE with a per-shape dispatch table (vLLM-style config per model geometry and token count). Tokens sorted by expert and padded to BM, GEMM1 over (expert, M-tile, N-tile) with SiLU-and-mul in the epilogue, GEMM2 with the routing weight fused and either an fp32 atomic top-k combine (optionally split-K, for decode) or per-slot bf16 rows and a fixed-order sum; optional TMA weight tiles and persistent tile loop.
 ---
@@ -56,7 +58,13 @@ no torch compute):
    a fixed-order sum (bit-reproducible; remote experts' rows never touched).
 USE_TMA=1: weight tiles through host tensor descriptors (w1 as [E*2I, H], w2 as [E*H, I]); a tile
 crossing an expert's last row reads the next one's rows, never stored, so no masks. x rows stay
-pointer loads: Hopper's TMA cannot gather rows.
+pointer loads: Hopper's TMA cannot gather rows. With USE_TMA, TMA_ACT=1 has GEMM2 read its A tiles
+(the activation rows, contiguous in sorted order) through a descriptor too; a padding row holds
+whatever memory held, which reaches only its own output row, never stored. GATHER_X=1 first copies
+x's rows into sorted order (`_gather_rows`: padding rows zero), one extra write and read of the
+routed rows, so that GEMM1's A tiles come by TMA as well: worth it where each A row is read by
+many N tiles (I / BN of them) and the pointer gather holds GEMM1 back. The two are tuner choices
+per shape; pointer-fed A tiles were the only kind before 2026-12-06.
 Tiles are numbered (block group, N tile, block in group): GROUP consecutive row blocks of one
 expert share its weight tiles in L2. GEMM programs loop over live tiles (count read from the
 alignment): PERSIST=1 launches 2 programs per SM, PERSIST=0 the upper bound, one tile each.
@@ -71,7 +79,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-AKA_PARAMS = {"TABLE": 1, "BM": 64, "BN": 64, "BN2": 64, "BK": 64, "GROUP": 8, "num_warps": 4, "num_stages": 3, "COMBINE": 1, "SPLIT_K": 1, "PERSIST": 0, "USE_TMA": 0}
+AKA_PARAMS = {"TABLE": 1, "BM": 64, "BN": 64, "BN2": 64, "BK": 64, "GROUP": 8, "num_warps": 4, "num_stages": 3, "COMBINE": 1, "SPLIT_K": 1, "PERSIST": 0, "USE_TMA": 0, "TMA_ACT": 0, "GATHER_X": 0}
 
 # DISPATCH-BEGIN (scripts/bake_dispatch_moe.py rewrites this block)
 # NVIDIA H200: newest bake measured: NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0, 2026-12-03T18:33:52+00:00, sha 1cf0c651b560; CUDA events per call (aka eval's method for this op) and CUDA graph replay, L2 flushed and a GPU head start before each, median of 15
@@ -237,10 +245,28 @@ def _tile_of(t, n_live, n_tiles, GROUP: tl.constexpr):
 
 
 @triton.jit
-def _gemm1_silu(x_ptr, w1_ptr, w1_desc, act_ptr, sorted_ptr, eid_ptr, total_ptr, NP, TOPK, I, H,
+def _gather_rows(x_ptr, xs_ptr, sorted_ptr, total_ptr, NP, TOPK, H, s_xt, s_xs,
+                 BR: tl.constexpr, BH: tl.constexpr):
+    """xs[r] = x[token of sorted slot r] for the live rows (padding rows zero): GATHER_X's copy."""
+    r0 = tl.program_id(0) * BR
+    total = tl.load(total_ptr)
+    if r0 < total:
+        r = r0 + tl.arange(0, BR)
+        live = r < total
+        slot = tl.load(sorted_ptr + r, mask=live, other=NP)
+        valid = slot < NP
+        tok = tl.where(valid, slot // TOPK, 0).to(tl.int64)
+        h = tl.program_id(1) * BH + tl.arange(0, BH)
+        hm = h < H
+        v = tl.load(x_ptr + tok[:, None] * s_xt + h[None, :], mask=valid[:, None] & hm[None, :], other=0.0)
+        tl.store(xs_ptr + r.to(tl.int64)[:, None] * s_xs + h[None, :], v, mask=live[:, None] & hm[None, :])
+
+
+@triton.jit
+def _gemm1_silu(x_ptr, w1_ptr, w1_desc, xs_desc, act_ptr, sorted_ptr, eid_ptr, total_ptr, NP, TOPK, I, H,
                 s_xt, s_we, s_wn, s_ar,
                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr,
-                USE_TMA: tl.constexpr):
+                USE_TMA: tl.constexpr, A_TMA: tl.constexpr):
     n_live = tl.load(total_ptr) // BM
     n_tiles = tl.cdiv(I, BN)
     for t in range(tl.program_id(0), n_live * n_tiles, tl.num_programs(0)):
@@ -260,9 +286,13 @@ def _gemm1_silu(x_ptr, w1_ptr, w1_desc, act_ptr, sorted_ptr, eid_ptr, total_ptr,
         # TMA rows of w1 viewed [E * 2I, H]: a gate tile crossing I reads up rows, an up tile
         # crossing 2I the next expert's (zeros past the last): their columns are never stored
         row_g = (e * 2 * I + pn * BN).to(tl.int32)
+        row_a = (pm * BM).to(tl.int32)
         for k0 in range(0, H, BK):
             km = (k0 + rk) < H
-            a = tl.load(x_ptrs, mask=km[None, :], other=0.0)
+            if A_TMA:                                              # x gathered in sorted order
+                a = xs_desc.load([row_a, k0])
+            else:
+                a = tl.load(x_ptrs, mask=km[None, :], other=0.0)
             if USE_TMA:
                 bg = w1_desc.load([row_g, k0]).T
                 bu = w1_desc.load([row_g + I, k0]).T
@@ -283,10 +313,10 @@ def _gemm1_silu(x_ptr, w1_ptr, w1_desc, act_ptr, sorted_ptr, eid_ptr, total_ptr,
 
 
 @triton.jit
-def _gemm2(act_ptr, w2_ptr, w2_desc, out_ptr, sorted_ptr, eid_ptr, total_ptr, tw_ptr, NP, TOPK, I, H,
+def _gemm2(act_ptr, w2_ptr, w2_desc, act_desc, out_ptr, sorted_ptr, eid_ptr, total_ptr, tw_ptr, NP, TOPK, I, H,
            s_ar, s_we, s_wn, s_or,
            BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr,
-           COMBINE: tl.constexpr, SPLIT_K: tl.constexpr, USE_TMA: tl.constexpr):
+           COMBINE: tl.constexpr, SPLIT_K: tl.constexpr, USE_TMA: tl.constexpr, A_TMA: tl.constexpr):
     n_live = tl.load(total_ptr) // BM
     n_tiles = tl.cdiv(H, BN)
     k_len = tl.cdiv(tl.cdiv(I, BK), SPLIT_K) * BK
@@ -305,9 +335,13 @@ def _gemm2(act_ptr, w2_ptr, w2_desc, out_ptr, sorted_ptr, eid_ptr, total_ptr, tw
         b_ptrs = w2_ptr + e * s_we + wn[None, :] * s_wn + rk[:, None]
         acc = tl.zeros((BM, BN), dtype=tl.float32)
         row_w = (e * H + pn * BN).to(tl.int32)         # w2 viewed [E * H, I]; rows past H never stored
+        row_a = (pm * BM).to(tl.int32)
         for k0 in range(k_lo, tl.minimum(k_lo + k_len, I), BK):
             km = (k0 - k_lo + rk) < I
-            a = tl.load(a_ptrs, mask=valid[:, None] & km[None, :], other=0.0)   # pad rows hold garbage
+            if A_TMA:                                      # pad rows' garbage reaches only their rows
+                a = act_desc.load([row_a, k0])
+            else:
+                a = tl.load(a_ptrs, mask=valid[:, None] & km[None, :], other=0.0)   # pad rows hold garbage
             if USE_TMA:
                 b = w2_desc.load([row_w, k0]).T
             else:
@@ -433,28 +467,38 @@ def moe_forward(hidden, w1, w2, topk_weights, topk_ids, cfg, small_work=SMALL_WO
     w1_desc = _tma_view(w1, E * two_i, [bn, bk]) if cfg["USE_TMA"] else None
     w2_desc = _tma_view(w2, E * H, [bn2, bk]) if cfg["USE_TMA"] else None
     act = torch.empty((n_blocks * bm, I), dtype=hidden.dtype, device=dev)
+    # TMA_ACT / GATHER_X (with USE_TMA): A tiles by descriptor, where TMA can address the buffers
+    act_desc = _tma_view(act, n_blocks * bm, [bm, bk]) if cfg.get("TMA_ACT", 0) and w2_desc is not None else None
+    xs_desc = None
+    if cfg.get("GATHER_X", 0) and w1_desc is not None:
+        xs = torch.empty((n_blocks * bm, H), dtype=hidden.dtype, device=dev)
+        xs_desc = _tma_view(xs, n_blocks * bm, [bm, bk])
+        if xs_desc is not None:
+            bh = min(256, triton.next_power_of_2(H))
+            _gather_rows[(triton.cdiv(n_blocks * bm, 32), triton.cdiv(H, bh))](
+                hidden, xs, sorted_ids, total, NP, topk, H, hidden.stride(0), xs.stride(0), BR=32, BH=bh, num_warps=4)
     _gemm1_silu[_grid(n_blocks * triton.cdiv(I, bn), cfg["PERSIST"], sms)](
-        hidden, w1, w1_desc, act, sorted_ids, expert_ids, total, NP, topk, I, H,
+        hidden, w1, w1_desc, xs_desc, act, sorted_ids, expert_ids, total, NP, topk, I, H,
         hidden.stride(0), w1.stride(0), w1.stride(1), act.stride(0),
-        BM=bm, BN=bn, BK=bk, GROUP=group, USE_TMA=w1_desc is not None, num_warps=warps,
+        BM=bm, BN=bn, BK=bk, GROUP=group, USE_TMA=w1_desc is not None, A_TMA=xs_desc is not None, num_warps=warps,
         num_stages=_stages(cfg["num_stages"], (bm + 2 * bn) * bk, hidden.element_size()))
 
     g2 = _grid(n_blocks * triton.cdiv(H, bn2) * split, cfg["PERSIST"], sms)
     st2 = _stages(cfg["num_stages"], (bm + bn2) * bk, hidden.element_size())
     if combine == 1:
         out32 = torch.zeros((T, H), dtype=torch.float32, device=dev)
-        _gemm2[g2](act, w2, w2_desc, out32, sorted_ids, expert_ids, total, tw, NP, topk, I, H,
+        _gemm2[g2](act, w2, w2_desc, act_desc, out32, sorted_ids, expert_ids, total, tw, NP, topk, I, H,
                    act.stride(0), w2.stride(0), w2.stride(1), out32.stride(0),
                    BM=bm, BN=bn2, BK=bk, GROUP=group, COMBINE=1, SPLIT_K=split, USE_TMA=w2_desc is not None,
-                   num_warps=warps, num_stages=st2)
+                   A_TMA=act_desc is not None, num_warps=warps, num_stages=st2)
         out = torch.empty((T, H), dtype=hidden.dtype, device=dev)
         _cast[(triton.cdiv(T * H, 2048),)](out32, out, T * H, BLOCK=2048, num_warps=4)
         return out
     slot_out = torch.empty((NP, H), dtype=hidden.dtype, device=dev)
-    _gemm2[g2](act, w2, w2_desc, slot_out, sorted_ids, expert_ids, total, tw, NP, topk, I, H,
+    _gemm2[g2](act, w2, w2_desc, act_desc, slot_out, sorted_ids, expert_ids, total, tw, NP, topk, I, H,
                act.stride(0), w2.stride(0), w2.stride(1), slot_out.stride(0),
                BM=bm, BN=bn2, BK=bk, GROUP=group, COMBINE=0, SPLIT_K=1, USE_TMA=w2_desc is not None,
-               num_warps=warps, num_stages=st2)
+               A_TMA=act_desc is not None, num_warps=warps, num_stages=st2)
     out = torch.empty((T, H), dtype=hidden.dtype, device=dev)
     # 1024 columns a program. Whole rows (up to 8192 columns on 8 warps) measured slower on an H100:
     # 95.4 against 77.0 us at DeepSeek-V3 EP32 prefill (results/h100/device-2026-12-06f).
