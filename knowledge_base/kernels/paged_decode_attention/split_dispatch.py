@@ -115,37 +115,6 @@ def pick(table, key, default):
     return best
 
 
-@triton.jit
-def _merge_splits(po_ptr, lse_ptr, o_ptr, b, g, n, HQ, NSPLIT, s_ob, s_oh,
-                  G: tl.constexpr, D: tl.constexpr, D_PAD: tl.constexpr, G2: tl.constexpr, CB: tl.constexpr):
-    """o[b, g G + h] from the split path's n partials of KV head g, rows [B, Hq, NSPLIT] (the fused
-    split path's merge: _combine's sum, done by the last split to arrive, for the G heads at once)."""
-    h = tl.arange(0, G2)
-    hm = h < G
-    d = tl.arange(0, D_PAD)
-    base = (b * HQ + g * G + h).to(tl.int64) * NSPLIT                    # [G2]
-    m = tl.full((G2,), -1e30, dtype=tl.float32)
-    l = tl.zeros((G2,), dtype=tl.float32)
-    acc = tl.zeros((G2, D_PAD), dtype=tl.float32)
-    for s0 in range(0, n, CB):
-        ci = s0 + tl.arange(0, CB)
-        cm = ci < n
-        rows = ci[:, None] + base[None, :]                                # [CB, G2]
-        rm = cm[:, None] & hm[None, :]
-        lse = tl.load(lse_ptr + rows, mask=rm, other=-1e30, cache_modifier=".cg")
-        po = tl.load(po_ptr + rows[:, :, None] * D_PAD + d[None, None, :], mask=rm[:, :, None],
-                     other=0.0, cache_modifier=".cg")
-        m_new = tl.maximum(m, tl.max(lse, axis=0))
-        alpha = tl.exp2(m - m_new)
-        w = tl.where(rm, tl.exp2(lse - m_new[None, :]), 0.0)
-        acc = acc * alpha[:, None] + tl.sum(w[:, :, None] * po, axis=0)
-        l = l * alpha + tl.sum(w, axis=0)
-        m = m_new
-    out = acc / tl.maximum(l, 1e-30)[:, None]
-    tl.store(o_ptr + b * s_ob + (g * G + h)[:, None] * s_oh + d[None, :], out.to(o_ptr.dtype.element_ty),
-             mask=hm[:, None] & (d < D)[None, :])
-
-
 @triton.jit(do_not_specialize=["SPLIT", "NSPLIT"])
 def _decode_split(q_ptr, kc_ptr, vc_ptr, bt_ptr, len_ptr, o_ptr, po_ptr, lse_ptr, cnt_ptr, qk_scale,
                   s_qb, s_qh, s_kb, s_ks, s_kh, s_vb, s_vs, s_vh, s_bt, s_ob, s_oh, G, SPLIT, NSPLIT,
@@ -206,8 +175,8 @@ def _decode_split(q_ptr, kc_ptr, vc_ptr, bt_ptr, len_ptr, o_ptr, po_ptr, lse_ptr
             ticket = tl.atomic_add(cnt_ptr + b * HK + g, 1, sem="acq_rel", scope="gpu")
             if ticket == nv - 1:                          # last split of (b, g) to arrive: merge, reset
                 tl.atomic_xchg(cnt_ptr + b * HK + g, 0)
-                _merge_splits(po_ptr, lse_ptr, o_ptr, b, g, nv, G * HK, NSPLIT, s_ob, s_oh,
-                              G, D, D_PAD, G2, CB)
+                _merge(po_ptr, lse_ptr, o_ptr, b, g, (b * (G * HK) + g * G).to(tl.int64) * NSPLIT, nv, 1, NSPLIT,
+                       s_ob, s_oh, G, D, D_PAD, G2, CB)
     else:
         row = (b * (G * tl.num_programs(0)) + head).to(tl.int64) * NSPLIT + sp    # [B, Hq, NSPLIT]
         tl.store(po_ptr + row[:, None] * D_PAD + d[None, :], out, mask=hmask[:, None])
@@ -274,20 +243,20 @@ def _schedule(len_ptr, B, BN: tl.constexpr, B_PAD: tl.constexpr):
 
 
 @triton.jit
-def _merge(po_ptr, lse_ptr, o_ptr, b, g, c0, n, NCH, s_ob, s_oh,
+def _merge(po_ptr, lse_ptr, o_ptr, b, g, r0, n, SC, SH, s_ob, s_oh,
            G: tl.constexpr, D: tl.constexpr, D_PAD: tl.constexpr, G2: tl.constexpr, CB: tl.constexpr):
-    """o[b, g G + h] from the n partial chunks in slots c0 .. c0 + n - 1 of KV head g."""
+    """o[b, g G + h] from n partials of KV head g, partial c of head h in row r0 + c SC + h SH: the
+    balanced path's slots (SC G2, SH 1) or the fused split path's [B, Hq, NSPLIT] rows (SC 1, SH NSPLIT)."""
     h = tl.arange(0, G2)
     hm = h < G
     d = tl.arange(0, D_PAD)
-    base = g.to(tl.int64) * NCH + c0
     m = tl.full((G2,), -1e30, dtype=tl.float32)
     l = tl.zeros((G2,), dtype=tl.float32)
     acc = tl.zeros((G2, D_PAD), dtype=tl.float32)
     for s0 in range(0, n, CB):
         ci = s0 + tl.arange(0, CB)
         cm = ci < n
-        rows = (base + ci)[:, None] * G2 + h[None, :]                     # [CB, G2]
+        rows = r0 + ci.to(tl.int64)[:, None] * SC + h[None, :] * SH       # [CB, G2]
         rm = cm[:, None] & hm[None, :]
         lse = tl.load(lse_ptr + rows, mask=rm, other=-1e30, cache_modifier=".cg")
         po = tl.load(po_ptr + rows[:, :, None] * D_PAD + d[None, None, :], mask=rm[:, :, None],
@@ -374,8 +343,8 @@ def _decode_balanced(q_ptr, kc_ptr, vc_ptr, bt_ptr, len_ptr, o_ptr, po_ptr, lse_
                         ticket = tl.atomic_add(cnt_ptr + g * B + b, 1, sem="acq_rel", scope="gpu")
                         if ticket == n - 1:               # last of b's programs: merge, reset
                             tl.atomic_xchg(cnt_ptr + g * B + b, 0)
-                            _merge(po_ptr, lse_ptr, o_ptr, b, g, pf + b, n, NCH, s_ob, s_oh,
-                                   G, D, D_PAD, G2, CB)
+                            _merge(po_ptr, lse_ptr, o_ptr, b, g, (g.to(tl.int64) * NCH + pf + b) * G2, n, G2, 1,
+                                   s_ob, s_oh, G, D, D_PAD, G2, CB)
 
 
 @triton.jit(do_not_specialize=["B", "NP", "NCH"])
@@ -392,7 +361,8 @@ def _combine_balanced(po_ptr, lse_ptr, len_ptr, o_ptr, B, NP, NCH, s_ob, s_oh,
         pf = _first_program(s_b, NPT, T)
         n = _first_program(e_b - 1, NPT, T) - pf + 1
         if n > 1:                                         # n == 1: stored by the decode kernel
-            _merge(po_ptr, lse_ptr, o_ptr, b, g, pf + b, n, NCH, s_ob, s_oh, G, D, D_PAD, G2, CB)
+            _merge(po_ptr, lse_ptr, o_ptr, b, g, (g.to(tl.int64) * NCH + pf + b) * G2, n, G2, 1, s_ob, s_oh,
+                   G, D, D_PAD, G2, CB)
 
 
 def num_programs(cfg, B, HK, width):
