@@ -58,13 +58,9 @@ no torch compute):
    a fixed-order sum (bit-reproducible; remote experts' rows never touched).
 USE_TMA=1: weight tiles through host tensor descriptors (w1 as [E*2I, H], w2 as [E*H, I]); a tile
 crossing an expert's last row reads the next one's rows, never stored, so no masks. x rows stay
-pointer loads: Hopper's TMA cannot gather rows. With USE_TMA, TMA_ACT=1 has GEMM2 read its A tiles
-(the activation rows, contiguous in sorted order) through a descriptor too; a padding row holds
-whatever memory held, which reaches only its own output row, never stored. GATHER_X=1 first copies
-x's rows into sorted order (`_gather_rows`: padding rows zero), one extra write and read of the
-routed rows, so that GEMM1's A tiles come by TMA as well: worth it where each A row is read by
-many N tiles (I / BN of them) and the pointer gather holds GEMM1 back. The two are tuner choices
-per shape; pointer-fed A tiles were the only kind before 2026-12-06.
+pointer loads: Hopper's TMA cannot gather rows. TMA_ACT=1: GEMM2's A (sorted activation rows) by
+descriptor; padding rows' garbage reaches only their own unstored rows. GATHER_X=1: x copied into
+sorted order (`_gather_rows`), so GEMM1's A comes by TMA too (sm_90a: 172 registers, not 255).
 Tiles are numbered (block group, N tile, block in group): GROUP consecutive row blocks of one
 expert share its weight tiles in L2. GEMM programs loop over live tiles (count read from the
 alignment): PERSIST=1 launches 2 programs per SM, PERSIST=0 the upper bound, one tile each.
@@ -467,7 +463,7 @@ def moe_forward(hidden, w1, w2, topk_weights, topk_ids, cfg, small_work=SMALL_WO
     w1_desc = _tma_view(w1, E * two_i, [bn, bk]) if cfg["USE_TMA"] else None
     w2_desc = _tma_view(w2, E * H, [bn2, bk]) if cfg["USE_TMA"] else None
     act = torch.empty((n_blocks * bm, I), dtype=hidden.dtype, device=dev)
-    # TMA_ACT / GATHER_X (with USE_TMA): A tiles by descriptor, where TMA can address the buffers
+    # A tiles by descriptor where TMA can address the buffers
     act_desc = _tma_view(act, n_blocks * bm, [bm, bk]) if cfg.get("TMA_ACT", 0) and w2_desc is not None else None
     xs_desc = None
     if cfg.get("GATHER_X", 0) and w1_desc is not None:
