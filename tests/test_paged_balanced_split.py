@@ -100,20 +100,6 @@ def test_split_dispatch_balanced_path_matches_the_reference_under_the_interprete
     assert_cases_pass(SCRIPT, DISPATCH_KERNEL, cases, timeout=600)
 
 
-SPLIT_FUSED = {"SPLIT_TOKENS": 16, "WAVES": 1, "BN": 16, "FUSED": 1, "num_warps": 4, "num_stages": 2}
-
-
-def test_split_dispatch_fused_split_path_matches_the_reference_under_the_interpreter():
-    """The split path's FUSED 1: the last split of a (sequence, KV head) to arrive merges the
-    partials in place of the _combine launch; a sequence with one split stores bf16 itself. Forced
-    splits of one page, a one-token sequence, G 3 padded to 4, and the auto split length; each
-    case twice, so the tickets must come back to zero."""
-    cases = [{"shape": GQA, "sms": 132, "cfg": dict(SPLIT_FUSED)},
-             {"shape": ODD, "sms": 132, "cfg": dict(SPLIT_FUSED, SPLIT_TOKENS=32), "lens": [70, 1, 33]},
-             {"shape": ODD, "sms": 132, "cfg": dict(SPLIT_FUSED, SPLIT_TOKENS=0, BN=32)}]
-    assert_cases_pass(SCRIPT, DISPATCH_KERNEL, cases, timeout=600)
-
-
 def test_split_dispatch_routes_table_entries_by_path(monkeypatch):
     from aka.evaluate.loader import import_file
     import torch
@@ -135,7 +121,7 @@ def test_split_dispatch_routes_table_entries_by_path(monkeypatch):
     assert calls == ["balanced", "split"]
     # every table entry names a path the kernel has, with that path's keys
     for cfg in k.DISPATCH.values():
-        want = set(BALANCED) if cfg.get("path") == "balanced" else set(k.AKA_PARAMS) | ({"FUSED"} & set(cfg))
+        want = set(BALANCED) if cfg.get("path") == "balanced" else set(k.AKA_PARAMS)
         assert set(cfg) == want, cfg
 
 

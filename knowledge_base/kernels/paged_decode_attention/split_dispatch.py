@@ -48,11 +48,6 @@ Design:
   13 of 15 shapes, mostly at BN 32, 3 stages, WAVES 3 (three 4-warp programs per SM), and the
   split grid kept batch 1 x 32768 and 8 x 32768 with two KV heads, where too few tiles exist for
   equal shares to matter. Harness: 0.71-1.00 of the measured copy ceiling, median 0.88.
-- The split path's merge (cfg FUSED, a table-only key; 0 when absent): 0 launches `_combine`, one
-  program per (sequence, query head); 1 lets the last split of a (sequence, KV head) to arrive
-  merge the partials of its G heads (a ticket per pair, reset by that program, as the balanced
-  path does), and a sequence with one split store bf16 itself. On the H100 the combine launch was
-  5.4 of 55.3 us GPU time at batch 1 x 32768 (results/h100/device-2026-12-06e/call2).
 - Head dims that are not powers of two (small shapes: 24, 48, 80) are padded with masks.
 - Tried on a GPU and reverted: loading the split path's next block-table entries one iteration
   ahead, as the balanced path does (commit cf65409, PAGE_PREFETCH). On the H100 the two
@@ -116,11 +111,10 @@ def pick(table, key, default):
 
 
 @triton.jit(do_not_specialize=["SPLIT", "NSPLIT"])
-def _decode_split(q_ptr, kc_ptr, vc_ptr, bt_ptr, len_ptr, o_ptr, po_ptr, lse_ptr, cnt_ptr, qk_scale,
+def _decode_split(q_ptr, kc_ptr, vc_ptr, bt_ptr, len_ptr, o_ptr, po_ptr, lse_ptr, qk_scale,
                   s_qb, s_qh, s_kb, s_ks, s_kh, s_vb, s_vs, s_vh, s_bt, s_ob, s_oh, G, SPLIT, NSPLIT,
                   P: tl.constexpr, D: tl.constexpr, D_PAD: tl.constexpr, GP: tl.constexpr,
-                  BN: tl.constexpr, DIRECT: tl.constexpr, FUSED: tl.constexpr, G2: tl.constexpr,
-                  CB: tl.constexpr):
+                  BN: tl.constexpr, DIRECT: tl.constexpr):
     g = tl.program_id(0)
     b = tl.program_id(1)
     sp = tl.program_id(2)
@@ -161,22 +155,6 @@ def _decode_split(q_ptr, kc_ptr, vc_ptr, bt_ptr, len_ptr, o_ptr, po_ptr, lse_ptr
     if DIRECT:
         tl.store(o_ptr + b * s_ob + head[:, None] * s_oh + d[None, :], out.to(o_ptr.dtype.element_ty),
                  mask=hmask[:, None] & dmask[None, :])
-    elif FUSED:
-        HK = tl.num_programs(0)
-        nv = tl.cdiv(L, SPLIT)                            # splits of b that exist (and arrive)
-        if nv == 1:                                       # the whole sequence is this program's
-            tl.store(o_ptr + b * s_ob + head[:, None] * s_oh + d[None, :], out.to(o_ptr.dtype.element_ty),
-                     mask=hmask[:, None] & dmask[None, :])
-        else:
-            row = (b * (G * HK) + head).to(tl.int64) * NSPLIT + sp
-            tl.store(po_ptr + row[:, None] * D_PAD + d[None, :], out, mask=hmask[:, None])
-            tl.store(lse_ptr + row, m_i + tl.log2(l_i), mask=hmask)
-            tl.debug_barrier()                            # every thread's partial before the ticket
-            ticket = tl.atomic_add(cnt_ptr + b * HK + g, 1, sem="acq_rel", scope="gpu")
-            if ticket == nv - 1:                          # last split of (b, g) to arrive: merge, reset
-                tl.atomic_xchg(cnt_ptr + b * HK + g, 0)
-                _merge(po_ptr, lse_ptr, o_ptr, b, g, (b * (G * HK) + g * G).to(tl.int64) * NSPLIT, nv, 1, NSPLIT,
-                       s_ob, s_oh, G, D, D_PAD, G2, CB)
     else:
         row = (b * (G * tl.num_programs(0)) + head).to(tl.int64) * NSPLIT + sp    # [B, Hq, NSPLIT]
         tl.store(po_ptr + row[:, None] * D_PAD + d[None, :], out, mask=hmask[:, None])
@@ -243,20 +221,20 @@ def _schedule(len_ptr, B, BN: tl.constexpr, B_PAD: tl.constexpr):
 
 
 @triton.jit
-def _merge(po_ptr, lse_ptr, o_ptr, b, g, r0, n, SC, SH, s_ob, s_oh,
+def _merge(po_ptr, lse_ptr, o_ptr, b, g, c0, n, NCH, s_ob, s_oh,
            G: tl.constexpr, D: tl.constexpr, D_PAD: tl.constexpr, G2: tl.constexpr, CB: tl.constexpr):
-    """o[b, g G + h] from n partials of KV head g, partial c of head h in row r0 + c SC + h SH: the
-    balanced path's slots (SC G2, SH 1) or the fused split path's [B, Hq, NSPLIT] rows (SC 1, SH NSPLIT)."""
+    """o[b, g G + h] from the n partial chunks in slots c0 .. c0 + n - 1 of KV head g."""
     h = tl.arange(0, G2)
     hm = h < G
     d = tl.arange(0, D_PAD)
+    base = g.to(tl.int64) * NCH + c0
     m = tl.full((G2,), -1e30, dtype=tl.float32)
     l = tl.zeros((G2,), dtype=tl.float32)
     acc = tl.zeros((G2, D_PAD), dtype=tl.float32)
     for s0 in range(0, n, CB):
         ci = s0 + tl.arange(0, CB)
         cm = ci < n
-        rows = r0 + ci.to(tl.int64)[:, None] * SC + h[None, :] * SH       # [CB, G2]
+        rows = (base + ci)[:, None] * G2 + h[None, :]                     # [CB, G2]
         rm = cm[:, None] & hm[None, :]
         lse = tl.load(lse_ptr + rows, mask=rm, other=-1e30, cache_modifier=".cg")
         po = tl.load(po_ptr + rows[:, :, None] * D_PAD + d[None, None, :], mask=rm[:, :, None],
@@ -343,8 +321,8 @@ def _decode_balanced(q_ptr, kc_ptr, vc_ptr, bt_ptr, len_ptr, o_ptr, po_ptr, lse_
                         ticket = tl.atomic_add(cnt_ptr + g * B + b, 1, sem="acq_rel", scope="gpu")
                         if ticket == n - 1:               # last of b's programs: merge, reset
                             tl.atomic_xchg(cnt_ptr + g * B + b, 0)
-                            _merge(po_ptr, lse_ptr, o_ptr, b, g, (g.to(tl.int64) * NCH + pf + b) * G2, n, G2, 1,
-                                   s_ob, s_oh, G, D, D_PAD, G2, CB)
+                            _merge(po_ptr, lse_ptr, o_ptr, b, g, pf + b, n, NCH, s_ob, s_oh,
+                                   G, D, D_PAD, G2, CB)
 
 
 @triton.jit(do_not_specialize=["B", "NP", "NCH"])
@@ -361,8 +339,7 @@ def _combine_balanced(po_ptr, lse_ptr, len_ptr, o_ptr, B, NP, NCH, s_ob, s_oh,
         pf = _first_program(s_b, NPT, T)
         n = _first_program(e_b - 1, NPT, T) - pf + 1
         if n > 1:                                         # n == 1: stored by the decode kernel
-            _merge(po_ptr, lse_ptr, o_ptr, b, g, (g.to(tl.int64) * NCH + pf + b) * G2, n, G2, 1, s_ob, s_oh,
-                   G, D, D_PAD, G2, CB)
+            _merge(po_ptr, lse_ptr, o_ptr, b, g, pf + b, n, NCH, s_ob, s_oh, G, D, D_PAD, G2, CB)
 
 
 def num_programs(cfg, B, HK, width):
@@ -430,20 +407,16 @@ def attention(q, key_cache, value_cache, block_tables, seq_lens, scale, cfg):
     d_pad = max(16, triton.next_power_of_2(D))
     o = torch.empty_like(q)
     direct = nsplit == 1
-    fused = bool(cfg.get("FUSED", 0)) and not direct
     po = o if direct else torch.empty((B * HQ * nsplit, d_pad), dtype=torch.float32, device=q.device)
     lse = o if direct else torch.empty((B * HQ * nsplit,), dtype=torch.float32, device=q.device)
-    cnt = counters(B * HK, q.device) if fused else lse
-    g2 = triton.next_power_of_2(G)
     _decode_split[(HK, B, nsplit)](
-        q, key_cache, value_cache, block_tables, seq_lens, o, po, lse, cnt, scale * math.log2(math.e),
+        q, key_cache, value_cache, block_tables, seq_lens, o, po, lse, scale * math.log2(math.e),
         q.stride(0), q.stride(1), key_cache.stride(0), key_cache.stride(1), key_cache.stride(2),
         value_cache.stride(0), value_cache.stride(1), value_cache.stride(2), block_tables.stride(0),
         o.stride(0), o.stride(1), G, split, nsplit,
         P=P, D=D, D_PAD=d_pad, GP=max(16, triton.next_power_of_2(G)), BN=cfg["BN"],
-        DIRECT=direct, FUSED=fused, G2=g2, CB=max(1, (2 * MERGE_ELEMS if g2 <= 4 else MERGE_ELEMS) // (g2 * d_pad)),
-        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
-    if not direct and not fused:
+        DIRECT=direct, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    if not direct:
         _combine[(B * HQ,)](po, lse, seq_lens, o, HQ, nsplit, split, o.stride(0), o.stride(1),
                             D=D, D_PAD=d_pad, SC=16, num_warps=4)
     return o
