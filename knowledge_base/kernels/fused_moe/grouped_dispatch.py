@@ -79,7 +79,7 @@ AKA_PARAMS = {"TABLE": 1, "BM": 64, "BN": 64, "BN2": 64, "BK": 64, "GROUP": 8, "
 
 # DISPATCH-BEGIN (scripts/bake_dispatch_moe.py rewrites this block)
 # NVIDIA H200: newest bake measured: NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0, 2026-12-03T18:33:52+00:00, sha 1cf0c651b560; CUDA events per call (aka eval's method for this op) and CUDA graph replay, L2 flushed and a GPU head start before each, median of 15
-# NVIDIA H100 80GB HBM3: newest bake measured: NVIDIA H100 80GB HBM3, torch 2.11.0+cu130, triton 3.6.0, 2026-12-06T14:25:32+00:00, sha f01c81d81d98; CUDA events per call (aka eval's method for this op) and CUDA graph replay, L2 flushed and a GPU head start before each, median of 15
+# NVIDIA H100 80GB HBM3: newest bake measured: NVIDIA H100 80GB HBM3, torch 2.11.0+cu130, triton 3.6.0, 2026-12-06T17:19:30+00:00, sha 66bbba201b8e; CUDA events per call (aka eval's method for this op) and CUDA graph replay, L2 flushed and a GPU head start before each, median of 15
 DEFAULT_GPU = 'NVIDIA H200'
 DISPATCH_BY_GPU = {
     'NVIDIA H200': {
@@ -120,28 +120,28 @@ DISPATCH_BY_GPU = {
     },
     'NVIDIA H100 80GB HBM3': {
         '8,4096,3584,2': {
-            8192: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 8: 2513.2 us, 0.72 of the measured ceiling, torch._grouped_mm 4487.8 us
+            8192: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 4, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1, 'TMA_ACT': 1, 'GATHER_X': 1},  # shape 8: 2460.4 us, 0.75 of the measured ceiling, torch._grouped_mm 4487.4 us
         },
         '8,4096,7168,2': {
-            2048: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 4, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 9: 1399.5 us, 0.64 of the measured ceiling, torch._grouped_mm 2084.4 us
+            2048: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 4, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1, 'TMA_ACT': 1, 'GATHER_X': 1},  # shape 9: 1338.3 us, 0.69 of the measured ceiling, torch._grouped_mm 2103.7 us
         },
         '8,7168,2048,8': {
-            8192: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 14: 624.6 us, 0.49 of the measured ceiling, torch._grouped_mm 1346.3 us
+            8192: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1, 'TMA_ACT': 1},  # shape 14: 626.6 us, 0.50 of the measured ceiling, torch._grouped_mm 1353.3 us
         },
         '16,4096,1536,8': {
-            4096: {'BM': 64, 'BN': 128, 'BN2': 256, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 4, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 13: 450.4 us, 0.49 of the measured ceiling, torch._grouped_mm 1075.9 us
+            4096: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1, 'TMA_ACT': 1, 'GATHER_X': 1},  # shape 13: 447.4 us, 0.50 of the measured ceiling, torch._grouped_mm 1038.9 us
         },
         '16,7168,2048,8': {
-            16384: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 15: 1322.1 us, 0.68 of the measured ceiling, torch._grouped_mm 2550.3 us
+            16384: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1, 'TMA_ACT': 1},  # shape 15: 1331.0 us, 0.69 of the measured ceiling, torch._grouped_mm 2580.4 us
         },
         '128,2048,384,8': {
-            16384: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 11: 1581.0 us, 0.49 of the measured ceiling, torch._grouped_mm 7201.3 us
+            16384: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1, 'TMA_ACT': 1},  # shape 11: 1539.3 us, 0.51 of the measured ceiling, torch._grouped_mm 7223.8 us
         },
         '128,2048,768,8': {
-            4096: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 10: 927.2 us, 0.44 of the measured ceiling, torch._grouped_mm 2582.1 us
+            4096: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1, 'TMA_ACT': 1},  # shape 10: 919.9 us, 0.45 of the measured ceiling, torch._grouped_mm 2573.0 us
         },
         '128,4096,384,8': {
-            8192: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1},  # shape 12: 1688.9 us, 0.46 of the measured ceiling, torch._grouped_mm 6798.8 us
+            8192: {'BM': 128, 'BN': 128, 'BN2': 128, 'BK': 64, 'GROUP': 8, 'num_warps': 8, 'num_stages': 3, 'COMBINE': 0, 'SPLIT_K': 1, 'PERSIST': 0, 'USE_TMA': 1, 'TMA_ACT': 1},  # shape 12: 1643.0 us, 0.48 of the measured ceiling, torch._grouped_mm 6835.0 us
         },
     },
 }
