@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# PREPARED, not yet run: the next session's call after ../device-2026-12-06g/call_paged.sh (either card).
+# RAN as results/h100/device-2026-12-06g/call1 (H100, 2026-12-06, fifteenth session); prepared as the call after ../device-2026-12-06g/call_paged.sh.
 # (Rewritten twice on 2026-12-06 in the fifteenth session before it ran: gemm_bf16's cuBLAS-like deep
 # narrow tiles and fused_moe's A-by-TMA rows added; the fp8 KV decode A/B and the kb verify of the rest
 # dropped for time.)
