@@ -108,7 +108,8 @@ MID_BIG = [tile(256, 128, 64, 8, 3, 1, split=6), tile(128, 256, 64, 8, 3, 1, spl
 # ten-stage pipeline (nvjet_sm90_tst_64x96_64x10, 221 KB of shared memory; scripts/probe_gemm_peer.py,
 # results/h100/device-2026-12-06c/call1/gemm_probe.md). Triton tiles are powers of two, so the nearest:
 # 64-wide column tiles over M padded to 128 (128 programs at N 8192) or 128-wide ones over two 64-row
-# tiles, as deep as _stages allows (128x64x64: 7 stages, 164 KB offline sm_90a; 64x128x64: 8, 180 KB).
+# tiles, as deep as _stages allows (offline sm_90a, no spills: 128x64x64 7 stages, 188 KB, 90 registers;
+# 64x128x64 8 stages, 205 KB, 90 registers).
 # Every grid above pads M 96 the same way, so the prediction is that depth, not padding, is the gap.
 # Timed on the H100 the same day (results/h100/device-2026-12-06g/call1, one process): 64x128x64 s8 won
 # M 96 (50.0 us against 56.6 for the table's 128x128x64 split 2; cuBLAS 48.4) and M 256 (28.8 against

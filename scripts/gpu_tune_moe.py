@@ -80,8 +80,10 @@ MID = [dict(BASE, BM=64, BN=128, BN2=128, BK=64, num_warps=8, num_stages=4, COMB
 # GEMM1's 128x128 tile on 8 warps sits at 255 registers with them and 172 with x gathered into sorted
 # order first and read by TMA, GEMM2's at 128 against 111. Predicted: faster GEMMs at the prefill shapes,
 # most where I / BN N tiles re-read each A row (shape 14: 16), against GATHER_X's extra copy of the
-# routed rows (shape 11's 131k rows x 2048: about 0.5 GB moved, ~110 us on an H200; the bare TMA_ACT row
-# pays nothing).
+# routed rows (shape 11's 131k rows x 2048: 0.5 GB written and as much read, ~220 us at 4.8 TB/s; the
+# bare TMA_ACT row pays nothing).
+# Timed on the H100 the same day (results/h100/device-2026-12-06g/call1): an A-by-TMA row won all eight
+# prefill shapes, by 0.1-5.7% over the best pointer-fed row; least at 256 rows per expert (0.9-1.6%).
 A_TMA = [dict(BASE, BM=128, BN=128, BN2=128, BK=64, num_warps=8, num_stages=3, COMBINE=0, USE_TMA=1, TMA_ACT=1, GATHER_X=1),
          dict(BASE, BM=128, BN=128, BN2=128, BK=64, num_warps=8, num_stages=3, COMBINE=0, USE_TMA=1, TMA_ACT=1),
          dict(BASE, BM=128, BN=128, BN2=128, BK=64, num_warps=8, num_stages=4, COMBINE=0, USE_TMA=1, TMA_ACT=1, GATHER_X=1),
