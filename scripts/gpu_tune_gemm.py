@@ -31,7 +31,6 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import time
 import traceback
@@ -217,12 +216,13 @@ def load_module(path, name):
     return mod
 
 
-def git_sha():
-    try:
-        return subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True,
-                              text=True, timeout=10).stdout.strip() or None
-    except Exception:
-        return None
+def git_sha() -> str | None:
+    """The source commit: AKA_GIT_SHA on the device (its .git is a stale copy: until 2026-12-06 this
+    read that copy's HEAD, and results/h100/device-2026-12-06g/call1's tunes name 66bbba2 for the
+    bebc668 they ran), else this checkout's HEAD (aka.evaluate.api.git_sha)."""
+    sys.path.insert(0, str(ROOT))
+    from aka.evaluate.api import git_sha as source_sha
+    return source_sha()
 
 
 def close_enough(out, ref):

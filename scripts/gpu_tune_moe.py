@@ -24,7 +24,6 @@ import importlib.util
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 import traceback
@@ -240,11 +239,12 @@ def sol_us(cost, ceil: dict | None) -> float | None:
 
 
 def git_sha() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True,
-                              text=True, timeout=10).stdout.strip() or None
-    except Exception:  # noqa: BLE001 - the device copy may have no .git
-        return None
+    """The source commit: AKA_GIT_SHA on the device (its .git is a stale copy: until 2026-12-06 this
+    read that copy's HEAD, and results/h100/device-2026-12-06g/call1's tunes name 66bbba2 for the
+    bebc668 they ran), else this checkout's HEAD (aka.evaluate.api.git_sha)."""
+    sys.path.insert(0, str(ROOT))
+    from aka.evaluate.api import git_sha as source_sha
+    return source_sha()
 
 
 def main(argv=None) -> int:

@@ -361,3 +361,14 @@ def test_tuner_mid_rows_grid_keeps_the_tables_configs_first_and_fits_the_kernels
         for name, value in cfg.items():
             assert value in declared[name], (name, value)
 
+
+
+def test_tuners_name_the_source_commit_the_device_was_given(monkeypatch):
+    """On the device the tree's .git is a stale copy; the commit scripts/pre_device.sh recorded
+    (AKA_GIT_SHA) is what ran, and both GEMM tuners must name it (device-2026-12-06g call 1's tunes
+    named the copy's HEAD)."""
+    sys.path.insert(0, str(REPO_ROOT / "scripts"))
+    import gpu_tune_gemm
+    import gpu_tune_moe
+    monkeypatch.setenv("AKA_GIT_SHA", "0123456789ab")
+    assert gpu_tune_moe.git_sha() == gpu_tune_gemm.git_sha() == "0123456789ab"
