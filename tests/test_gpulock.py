@@ -175,6 +175,21 @@ def test_sandbox_does_not_charge_gpu_wait_to_the_time_limit(tmp_path):
     assert res is None and killed and killed.startswith("timed out")
 
 
+def test_a_wall_limit_charges_gpu_waits_too(tmp_path):
+    """A run with a deadline (kb verify --budget) gives each evaluation a hard wall limit: the same
+    2.4 s of waiting that the time limit does not charge is cut there, with the reason verify
+    reads as "stopped at the budget's end"."""
+    from aka.evaluate.sandbox import WALL_LIMIT
+    done = {"event": "result", "result": EvalResult(status="pass", problem="x").to_json()}
+    wait = {"event": "progress", "stage": WAIT_STAGE, "shape": None}
+    work = {"event": "progress", "stage": "correctness", "shape": "0"}
+    cfg = SandboxConfig(timeout_s=1.0, idle_timeout_s=0.8, wall_limit_s=1.5)
+    p, fd = _fake_worker(tmp_path, [(0, work), (0, wait)] + [(0.6, wait)] * 4 + [(0, work), (0.1, done)])
+    res, killed = _pump(p, fd, cfg, None)
+    p.kill()
+    assert res is None and killed and killed.startswith(WALL_LIMIT)
+
+
 def test_queued_work_is_drained_before_the_lock_goes(tmp_path):
     order = []
     lk = GpuLock(tmp_path, "gpu0", drain=lambda: order.append("drain"))

@@ -668,13 +668,14 @@ def test_verify_budget_starts_only_what_fits_and_records_nothing_cut_off(tmp_pat
                               "gpus": {"H200": {"gpu": "H200", "date": "2026-12-01", "wall_s": {"total_s": 30.0}}}}))
     assert expected_wall(rows, "H200") == 30.0 and expected_wall(rows, "B200") == 400.0
     assert expected_wall(online, "H200") is None
-    seen = []
+    seen, walls = [], []
 
-    def run(op, path, shapes=None, config=None, status="pass"):
+    def run(op, path, shapes=None, config=None, status="pass", reason=None):
         from aka.problem import load_problem
         seen.append((Path(path).name, config.sandbox.timeout_s))
+        walls.append(config.sandbox.wall_limit_s)
         ids = [s.id for s in load_problem(op).select(shapes)]
-        return EvalResult(status=status, reason="killed" if status == "timeout" else "ok", problem=op,
+        return EvalResult(status=status, reason=reason or ("killed" if status == "timeout" else "ok"), problem=op,
                           device=config.device, shapes=[ShapeResult(i, "n", correct=True) for i in ids],
                           env={"gpu": "B200"})
     budget = 400.0 * BUDGET_MARGIN - 1   # the 400 s kernel does not fit, the unknown one does
@@ -697,6 +698,14 @@ def test_verify_budget_starts_only_what_fits_and_records_nothing_cut_off(tmp_pat
     out = dict((p.name, st) for p, st in verify(root, "cuda", timing=False, gpu="B200", force=True, timeout_s=50,
                                                 evaluate_fn=lambda *a, **k: run(*a, **k, status="timeout")))
     assert out["online.py"] == "timeout" and read_results(online)["devices"]["cuda"]["status"] == "timeout"
+    # a budget also gives each evaluation a hard wall limit (GPU waits included), none without one
+    assert walls[0] is not None and 0 < walls[0] <= budget and walls[-1] is None
+    # cut at that wall limit while its own timeout was the run's per-kernel limit: deferred, not a verdict
+    from aka.evaluate.sandbox import WALL_LIMIT
+    out = dict((p.name, st) for p, st in verify(root, "cuda", timing=False, gpu="B200", force=True, timeout_s=50,
+                                                budget_s=10_000, evaluate_fn=lambda *a, **k: run(
+                                                    *a, **k, status="timeout", reason=f"{WALL_LIMIT} (9999 s)")))
+    assert out["online.py"] == DEFERRED and read_results(online)["devices"]["cuda"]["status"] == "timeout"
 
 
 def test_verify_measures_again_on_another_gpu_model(tmp_path):

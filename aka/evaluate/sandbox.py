@@ -86,6 +86,9 @@ ENV_DENY_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
 STARTUP_S = 120.0  # the idle limit's floor before the judge's first message
 
 
+WALL_LIMIT = "stopped at its wall limit"    # the reason of an evaluation cut by wall_limit_s
+
+
 @dataclass
 class SandboxConfig:
     timeout_s: float = 900.0       # whole evaluation
@@ -93,6 +96,10 @@ class SandboxConfig:
     gpu_wait_max_s: float = 3600.0  # waiting for the GPU (gpulock.py) not charged, up to this
     keep_dir: bool = False         # keep the temporary directory (debugging)
     visible_devices: str | None = None  # GPU: CUDA_VISIBLE_DEVICES of the judge and runner (None: inherited)
+    # A hard wall limit, GPU waits included (None: none): what a run with a deadline gives one
+    # evaluation (`aka kb verify --budget`). timeout_s leaves waits uncharged, so on 2026-12-06 (H100,
+    # --jobs 4) budgeted verifies ran past their budgets by the waits and were killed from outside.
+    wall_limit_s: float | None = None
 
 
 def scrubbed_env(extra: dict | None = None) -> dict:
@@ -212,6 +219,9 @@ def _pump(proc, fd, cfg, on_progress):
                 last = now
             if now - t0 - held > cfg.timeout_s:
                 killed = f"timed out after {cfg.timeout_s:.0f} s"
+                break
+            if cfg.wall_limit_s is not None and now - t0 > cfg.wall_limit_s:
+                killed = f"{WALL_LIMIT} ({cfg.wall_limit_s:.0f} s)"
                 break
             # Before the judge's first message its start-up (torch's import, seconds on a busy host)
             # is not idleness: the idle limit applies from then on, with a floor for the start.

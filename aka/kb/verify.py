@@ -242,7 +242,7 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
 
     from aka.evaluate.api import EvalConfig, evaluate
     from aka.evaluate.result import machine_failure
-    from aka.evaluate.sandbox import SandboxConfig
+    from aka.evaluate.sandbox import WALL_LIMIT, SandboxConfig
     from aka.problem import ProblemError
     run = evaluate_fn or evaluate
     spec = shapes or ("small" if device == "cpu" else "all")
@@ -289,8 +289,11 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
                 # H100: four MLA kernels each compiled the same flex peer shape by shape and all four
                 # timed out at 283 s on shape 3 of 14). Peers are measured by `aka bench peers` and
                 # `aka bench run --impl peer`, once per op.
+                # with a budget, a hard wall limit at the budget's end, GPU waits included (timeout_s
+                # leaves them uncharged: four jobs queueing for the GPU ran past the budget)
+                wall = left if budget_s is not None else None
                 cfg = EvalConfig(device=device, timing=timing and device != "cpu", unlock_compiles=unlock_compiles,
-                                 sandbox=SandboxConfig(timeout_s=limit), peer=False)
+                                 sandbox=SandboxConfig(timeout_s=limit, wall_limit_s=wall), peer=False)
                 try:
                     res = run(kernel_op(p), p, shapes=spec.split("/")[0], config=cfg)
                 except ProblemError as e:
@@ -300,7 +303,7 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
                                       "it runs again alone once they are done", markup=False, highlight=False)
                     bar.update(task, total=bar.tasks[0].total + 1)
                     return p, RETRY_ALONE
-                if res.status == "timeout" and limit < timeout_s:
+                if res.status == "timeout" and (limit < timeout_s or WALL_LIMIT in (res.reason or "")):
                     bar.console.print(f"{name}: deferred, stopped at the budget's end ({limit:.0f} s)",
                                       markup=False, highlight=False)
                     return p, DEFERRED
