@@ -4,7 +4,7 @@ fold its verdicts into the committed records where they add something.
     python scripts/collect_kbverify.py LABEL=DIR [LABEL=DIR ...] --out results/h200/.../kbverify.tsv [--merge]
 
 DIR holds results/kb/kernels/<op>/<kernel>.results.json. A kernel seen in several DIRs takes the
-newest verdict. --merge writes the cuda result into results/kb/ as the primary verdict only where
+newest verdict; rows already in --out for kernels no DIR covers are kept. --merge writes the cuda result into results/kb/ as the primary verdict only where
 the committed one is missing, covers fewer shapes than 'all', or judged another source (`aka kb
 best` ranks current all-shape results; a one-shape verdict never replaces one, nor does any over a
 current all-shape verdict of the same source), and else as its GPU model's verdict (the record's
@@ -67,10 +67,20 @@ def main(argv: list[str] | None = None) -> int:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_text(json.dumps(have, indent=2) + "\n")
                 merged += 1
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text("\n".join(rows) + "\n")
+    # rows an earlier run wrote to the same table for kernels this run does not cover stay (one run
+    # per device call used to leave only the last call's rows: results/h100/device-2026-12-06g)
+    kept = []
+    out = Path(a.out)
+    if out.exists():
+        lines = out.read_text().splitlines()
+        if lines and lines[0] == rows[0]:
+            kept = [ln for ln in lines[1:] if ln.strip() and ln.split("\t", 1)[0] not in seen]
+    body = sorted(rows[1:] + kept)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join([rows[0], *body]) + "\n")
     n = len(seen)
     print(f"{n} kernels, {sum(1 for v in seen.values() if v[2]['status'] == 'pass')} pass -> {a.out}"
+          + (f" (beside {len(kept)} rows of earlier runs)" if kept else "")
           + (f"; {merged} records merged into results/kb" if a.merge else ""))
     return 0
 

@@ -122,3 +122,27 @@ def test_kbverify_merge_keeps_each_gpu_models_verdict_beside_the_primary(tmp_pat
                    timeout=60)
     data = json.loads((into / "kernels/mla_decode_attention/split_dispatch.results.json").read_text())
     assert data["gpus"]["NVIDIA H100 80GB HBM3"]["shapes"][0]["time_us"] == 100.0
+
+
+def test_collect_kbverify_run_per_call_keeps_the_earlier_calls_rows(tmp_path):
+    """Run once per device call with one --out, the table holds every call's kernels (it held only
+    the last call's: results/h100/device-2026-12-06g); a kernel a later call measured again takes
+    that call's row."""
+    import json
+
+    def call(label, kernels):
+        d = tmp_path / label
+        for k, t in kernels.items():
+            p = d / f"results/kb/kernels/{k}.results.json"
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(json.dumps({"devices": {"cuda": {"status": "pass", "date": "2026-12-06T17:00:00",
+                                                          "git_sha": label, "shapes": [{"label": "s", "time_us": t}]}}}))
+        out = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "collect_kbverify.py"), f"{label}={d}",
+                              "--out", str(tmp_path / "k.tsv")], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+    call("c1", {"softmax/a": 1.0, "rms_norm/b": 2.0})
+    said = call("c2", {"softmax/a": 3.0, "l2_norm/c": 4.0})
+    rows = {ln.split("\t")[0]: ln.split("\t") for ln in (tmp_path / "k.tsv").read_text().splitlines()[1:]}
+    assert set(rows) == {"softmax/a", "rms_norm/b", "l2_norm/c"} and "beside 1 rows of earlier runs" in said
+    assert rows["softmax/a"][1] == "c2" and rows["softmax/a"][5] == "3.00" and rows["rms_norm/b"][1] == "c1"
