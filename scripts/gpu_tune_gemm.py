@@ -37,6 +37,10 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+# the source commit: AKA_GIT_SHA on the device, whose .git is a stale copy (until 2026-12-06 the
+# tuners read that copy's HEAD: results/h100/device-2026-12-06g/call1's tunes name 66bbba2 for bebc668)
+from aka.evaluate.api import git_sha  # noqa: E402
 OPS = ("gemm_bf16", "fp8_block_scaled_gemm")
 TOL = {"atol": 1e-2, "rtol": 1.6e-2, "rel_norm": 5e-3}   # bf16 row of aka/evaluate/compare.py
 L2_BYTES = 60 * 2**20          # H200 (DESIGN.md); the set count only needs the right order
@@ -216,15 +220,6 @@ def load_module(path, name):
     return mod
 
 
-def git_sha() -> str | None:
-    """The source commit: AKA_GIT_SHA on the device (its .git is a stale copy: until 2026-12-06 this
-    read that copy's HEAD, and results/h100/device-2026-12-06g/call1's tunes name 66bbba2 for the
-    bebc668 they ran), else this checkout's HEAD (aka.evaluate.api.git_sha)."""
-    sys.path.insert(0, str(ROOT))
-    from aka.evaluate.api import git_sha as source_sha
-    return source_sha()
-
-
 def close_enough(out, ref):
     """(ok, max_abs_err, rel_err): elementwise atol + rtol * |ref| and relative norm, no NaN/Inf."""
     import torch
@@ -350,7 +345,6 @@ def main(argv=None):
     if not cuda and not args.cpu:
         sys.exit("gpu_tune_gemm: no CUDA device (use --cpu for the interpreter smoke test)")
     if args.cpu:
-        sys.path.insert(0, str(ROOT))
         from aka.evaluate.interp_fix import install   # the interpreter's bf16/fp8 fixes, as the harness uses
         install()
     import triton

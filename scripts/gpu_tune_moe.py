@@ -30,6 +30,10 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+# the source commit: AKA_GIT_SHA on the device, whose .git is a stale copy (until 2026-12-06 the
+# tuners read that copy's HEAD: results/h100/device-2026-12-06g/call1's tunes name 66bbba2 for bebc668)
+from aka.evaluate.api import git_sha  # noqa: E402
 OP_DIR = ROOT / "bench" / "ops" / "fused_moe"
 KERNEL = ROOT / "knowledge_base" / "kernels" / "fused_moe" / "grouped_dispatch.py"
 REPS = 15
@@ -221,7 +225,6 @@ def ceilings(torch, device: str, out: dict) -> tuple[dict | None, dict | None]:
     """(datasheet, measured) as {"mem_tbps", "peak_tflops"}; measured by aka.hardware.calibrate."""
     if device != "cuda":
         return None, None
-    sys.path.insert(0, str(ROOT))
     from aka.hardware import calibrate, ceilings_for
     name = torch.cuda.get_device_name()
     cal = calibrate(save=False, warmup=3, reps=10)
@@ -238,15 +241,6 @@ def sol_us(cost, ceil: dict | None) -> float | None:
     return roofline(cost, ceil["mem_tbps"], ceil["peak_tflops"]).sol_us
 
 
-def git_sha() -> str | None:
-    """The source commit: AKA_GIT_SHA on the device (its .git is a stale copy: until 2026-12-06 this
-    read that copy's HEAD, and results/h100/device-2026-12-06g/call1's tunes name 66bbba2 for the
-    bebc668 they ran), else this checkout's HEAD (aka.evaluate.api.git_sha)."""
-    sys.path.insert(0, str(ROOT))
-    from aka.evaluate.api import git_sha as source_sha
-    return source_sha()
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("outdir", type=Path)
@@ -259,7 +253,6 @@ def main(argv=None) -> int:
     left = lambda: args.deadline - (time.monotonic() - t_start)  # noqa: E731
     if args.device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
-    sys.path.insert(0, str(ROOT))
     import torch
     if args.device == "cpu":
         from aka.evaluate.interp_fix import install
