@@ -83,8 +83,8 @@ def grid(op: str, kw: dict, kernel: str | None = None) -> list[dict]:
         split = [{"SPLIT_TOKENS": s, "WAVES": w, **dict(zip(keys_k, k))} for s, w in splits for k in kern]
         # Tried and reverted (2026-12-06, fifteenth session): each split config beside a FUSED twin whose
         # last split to arrive merged the partials in place of the _combine launch (5.4 of 55.3 us GPU
-        # time at shape 0 on the H100). The twins ran up to 2x slower at every config of shapes 0, 6, 5
-        # and 1 but one, a tie (results/h100/device-2026-12-06g/call2; ops/paged_decode_attention.md).
+        # time at shape 0 on the H100). The twins ran slower at 45 of 48 configs of shapes 0, 6, 5 and 1,
+        # up to 2.3x, and faster at 3 by at most 0.4% (results/h100/device-2026-12-06g/paged_fused_twins.md).
         # split_dispatch also carries balanced_split's schedule (cfg "path": "balanced"): its grid
         # interleaved with the split grid, so the table takes whichever path wins per shape
         balanced = [{**c, "path": "balanced"} for c in _grid_paged_balanced_split(kw)]

@@ -146,3 +146,26 @@ def test_collect_kbverify_run_per_call_keeps_the_earlier_calls_rows(tmp_path):
     rows = {ln.split("\t")[0]: ln.split("\t") for ln in (tmp_path / "k.tsv").read_text().splitlines()[1:]}
     assert set(rows) == {"softmax/a", "rms_norm/b", "l2_norm/c"} and "beside 1 rows of earlier runs" in said
     assert rows["softmax/a"][1] == "c2" and rows["softmax/a"][5] == "3.00" and rows["rms_norm/b"][1] == "c1"
+
+
+def test_tune_variant_gains_reads_every_tuner_and_pairs_twins(tmp_path):
+    """The best with a choice against the best without it per shape, and twin configs compared, from
+    the MoE tuner's layout and the attention/GEMM tuners' one."""
+    import json
+    moe = {"provenance": {"gpu": "G"}, "shapes": [{"id": "9", "configs": [
+        {"ok": True, "time_us": 100.0, "config": {"BM": 128}},
+        {"ok": True, "time_us": 80.0, "config": {"BM": 128, "TMA_ACT": 1}},
+        {"ok": False, "time_us": 10.0, "config": {"BM": 64, "TMA_ACT": 1}}]}]}
+    attn = {"env": {"gpu": "G"}, "records": [
+        {"shape": "0", "correct": True, "us": 50.0, "config": {"BN": 64}},
+        {"shape": "0", "correct": True, "us": 100.0, "config": {"BN": 64, "FUSED": 1}},
+        {"shape": "0", "correct": True, "us": 40.0, "config": {"BN": 32, "FUSED": 1}}]}   # no twin: not paired
+    (tmp_path / "m.json").write_text(json.dumps(moe))
+    (tmp_path / "a.json").write_text(json.dumps(attn))
+    script = str(REPO_ROOT / "scripts" / "tune_variant_gains.py")
+    out = subprocess.run([sys.executable, script, str(tmp_path / "m.json"), "--keys", "TMA_ACT,GATHER_X"],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "| 9 | 100.0 | 80.0 | 1.250 | TMA_ACT |" in out
+    out = subprocess.run([sys.executable, script, str(tmp_path / "a.json"), "--keys", "FUSED", "--pairs"],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "| 50.0 | 100.0 | 2.000 |" in out and "1 twin pairs; with the choice faster in 0, slower in 1" in out
