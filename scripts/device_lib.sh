@@ -64,7 +64,11 @@ liger_install() {
 
 # everything under $OUT as one archive, $OUT/out.tgz (the reply brings back a few files only: on
 # 2026-12-06 two of ten loose files did not come back); use as `trap pack_out EXIT`
+# The cache's baseline timings (eager and torch.compile of the reference, per shape and GPU model) go
+# along as baselines.tgz: scripts/post_device.sh puts them into the carried cache, so the session's next
+# call does not compile the references again (fused_moe's 128-expert reference: minutes per shape set)
 pack_out() {
+  [[ -d ${AKA_CACHE_DIR:-/nonexistent}/baselines ]] && tar czf "$OUT/baselines.tgz" -C "$AKA_CACHE_DIR" baselines
   ( cd "$OUT" && tar czf /tmp/pack_out.tgz --exclude=out.tgz . && find . -mindepth 1 -delete \
     && mv /tmp/pack_out.tgz out.tgz )
 }

@@ -670,7 +670,7 @@ def test_verify_budget_starts_only_what_fits_and_records_nothing_cut_off(tmp_pat
     assert expected_wall(online, "H200") is None
     seen, walls = [], []
 
-    def run(op, path, shapes=None, config=None, status="pass", reason=None):
+    def run(op, path, shapes=None, config=None, status="pass", reason=None, on_progress=None):
         from aka.problem import load_problem
         seen.append((Path(path).name, config.sandbox.timeout_s))
         walls.append(config.sandbox.wall_limit_s)
@@ -1169,3 +1169,41 @@ def test_the_citation_graph_reads_prose_pointers_not_served_ops_lists(tmp_path):
     ix.build()
     assert ix.citations() == {"patterns/split": {"patterns/merge"}, "patterns/merge": set(),
                               "ops/softmax": {"patterns/split"}}
+
+
+def test_verify_says_where_a_stopped_evaluation_was(tmp_path):
+    """An evaluation stopped at the budget reports the stage and shape it was in and where its time
+    went, from the worker's progress events; a fake without on_progress still runs."""
+    from aka.evaluate.result import EvalResult
+    from aka.kb.verify import DEFERRED, StageTrail, verify
+    clock = iter([0.0, 1.0, 5.0, 6.0, 20.0, 50.0, 80.0, 80.0, 80.0])
+    trail = StageTrail(clock=lambda: next(clock))
+    for st, sh in (("import", None), ("correctness", "0"), ("correctness", "1"), ("timing", "0"), ("timing", "1")):
+        trail({"event": "progress", "stage": st, "shape": sh})
+    trail({"event": "result"})   # not a progress event
+    assert trail.summary() == ("in timing, shape 1, after 80 s; import 4 s, correctness 15 s (2 shapes), "
+                               "timing 60 s (2 shapes)")
+    assert StageTrail(clock=iter([0.0, 3.0]).__next__).summary() == "no progress reported in 3 s"
+    root = write_kb(tmp_path / "kb")
+    printed = []
+
+    class Console:
+        def print(self, text, **kw):
+            printed.append(str(text))
+
+    def run(op, path, shapes=None, config=None, on_progress=None):
+        on_progress({"event": "progress", "stage": "timing", "shape": "3"})
+        return EvalResult(status="timeout", reason="killed", problem=op, device=config.device, env={"gpu": "B200"})
+    from rich.console import Console as RichConsole
+    import io
+    con = RichConsole(file=io.StringIO(), width=300)
+    out = dict((p.name, st) for p, st in verify(root, "cuda", evaluate_fn=run, timing=False, gpu="B200",
+                                                budget_s=10_000, timeout_s=5, console=con, force=True))
+    assert set(out.values()) == {"timeout"}
+    assert "stopped in timing, shape 3, after" in con.file.getvalue()
+    out = dict((p.name, st) for p, st in verify(
+        root, "cuda", timing=False, gpu="B200", budget_s=100, force=True, console=con,
+        evaluate_fn=lambda op, path, shapes=None, config=None: EvalResult(
+            status="timeout", reason="killed", problem=op, device=config.device, env={"gpu": "B200"})))
+    assert set(out.values()) == {DEFERRED}
+    assert "stopped at the budget's end" in con.file.getvalue() and "no progress reported" in con.file.getvalue()

@@ -213,6 +213,43 @@ def write_result(kernel: Path, root: Path, device: str, entry: dict) -> Path:
     return p
 
 
+
+class StageTrail:
+    """Where a running evaluation has got to, from the worker's progress events (stage, shape, t):
+    an evaluation stopped at a budget says which stage and shape it was in and where its time went
+    (three H100 kb verifies of fused_moe's grouped_dispatch stopped at 300 s with no word of why)."""
+
+    def __init__(self, clock=None):
+        import time
+        self.clock = clock or time.monotonic
+        self.t0 = self.clock()
+        self.events: list[tuple[str, str | None, float]] = []
+
+    def __call__(self, msg: dict) -> None:
+        if msg.get("event", "progress") == "progress" and msg.get("stage"):
+            self.events.append((str(msg["stage"]), msg.get("shape"), self.clock()))
+
+    def summary(self) -> str:
+        """'in timing, shape 7, after 300 s; import 4 s, correctness 41 s (15 shapes), timing 250 s
+        (6 shapes)': the stage reached last, then each stage's time in order of first arrival and
+        the distinct shapes it touched."""
+        if not self.events:
+            return f"no progress reported in {self.clock() - self.t0:.0f} s"
+        spent: dict[str, float] = {}
+        shapes: dict[str, list] = {}
+        marks = self.events + [("", None, self.clock())]
+        for (st, sh, t), (_, _, t_next) in zip(marks, marks[1:]):
+            spent[st] = spent.get(st, 0.0) + (t_next - t)
+            seen = shapes.setdefault(st, [])
+            if sh is not None and sh not in seen:
+                seen.append(sh)
+        st, sh, _ = self.events[-1]
+        where = f"in {st}" + (f", shape {sh}" if sh is not None else "")
+        parts = [f"{k} {v:.0f} s" + (f" ({len(shapes[k])} shape{'s' * (len(shapes[k]) != 1)})" if shapes[k] else "")
+                 for k, v in spent.items()]
+        return f"{where}, after {self.clock() - self.t0:.0f} s; " + ", ".join(parts)
+
+
 def verify(root: Path, device: str, op: str | None = None, force: bool = False, console=None,
            evaluate_fn=None, shapes: str | None = None, timeout_s: float = 900.0, jobs: int = 1,
            timing: bool = True, first: list[str] | None = None, reverse: bool = False,
@@ -294,8 +331,10 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
                 wall = left if budget_s is not None else None
                 cfg = EvalConfig(device=device, timing=timing and device != "cpu", unlock_compiles=unlock_compiles,
                                  sandbox=SandboxConfig(timeout_s=limit, wall_limit_s=wall), peer=False)
+                trail = StageTrail()
+                kw = {"on_progress": trail} if _takes_progress(run) else {}
                 try:
-                    res = run(kernel_op(p), p, shapes=spec.split("/")[0], config=cfg)
+                    res = run(kernel_op(p), p, shapes=spec.split("/")[0], config=cfg, **kw)
                 except ProblemError as e:
                     return p, f"no problem: {e}"
                 if jobs > 1 and not alone and machine_failure(res.status, res.reason):
@@ -304,8 +343,8 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
                     bar.update(task, total=bar.tasks[0].total + 1)
                     return p, RETRY_ALONE
                 if res.status == "timeout" and (limit < timeout_s or WALL_LIMIT in (res.reason or "")):
-                    bar.console.print(f"{name}: deferred, stopped at the budget's end ({limit:.0f} s)",
-                                      markup=False, highlight=False)
+                    bar.console.print(f"{name}: deferred, stopped at the budget's end ({limit:.0f} s), "
+                                      + trail.summary(), markup=False, highlight=False)
                     return p, DEFERRED
                 write_result(p, root, device, record(res, p, device, spec))
                 sol = [s.sol_fraction for s in res.shapes if s.sol_fraction is not None]
@@ -314,7 +353,8 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
                 bar.console.print(f"{name}: {res.status}" + (f", sol_fraction min {min(sol):.2f} max {max(sol):.2f}"
                                                              if sol else "")
                                   + f" ({w.get('worker_total_s', 0):.0f} s"
-                                  + (f": {wall_summary(w)}" if wall_summary(w) else "") + ")",
+                                  + (f": {wall_summary(w)}" if wall_summary(w) else "") + ")"
+                                  + (f"; stopped {trail.summary()}" if res.status == "timeout" else ""),
                                   markup=False, highlight=False)
                 return p, res.status
             finally:
@@ -328,6 +368,16 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
         # a kernel that ran out of GPU memory while others held theirs: its verdict is the run's, not
         # the kernel's (2026-12-05, five kb verify jobs and four adversarial workers on an 80 GB H100)
         return [one(p, alone=True) if st == RETRY_ALONE else (p, st) for p, st in out]
+
+
+def _takes_progress(fn) -> bool:
+    """Whether an evaluate function accepts on_progress (the harness does; tests' fakes may not)."""
+    import inspect
+    try:
+        ps = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(q.name == "on_progress" or q.kind is q.VAR_KEYWORD for q in ps)
 
 
 def stats(root: Path) -> dict:

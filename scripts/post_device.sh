@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Run here after a device call whose script packed its $OUT (device_lib.sh pack_out):
+#   bash scripts/post_device.sh FILES_AT DEST
+# unpacks FILES_AT/out.tgz into DEST and merges the call's baseline timings (baselines.tgz) into the
+# carried cache (.gpucache/baselines), so the session's next call reuses them instead of compiling
+# the references again. scripts/pre_device.sh drops cached baselines older than a session (6 h):
+# a speedup over torch.compile compares timings from one session's machine, not an earlier one's.
+set -euo pipefail
+src=${1:?FILES_AT}; dest=${2:?DEST}
+cd "$(dirname "$0")/.."
+mkdir -p "$dest"
+tar xzf "$src/out.tgz" -C "$dest"
+if [[ -f $dest/baselines.tgz ]]; then
+  mkdir -p .gpucache
+  tar xzf "$dest/baselines.tgz" -C .gpucache
+  echo "baselines cached: $(ls .gpucache/baselines | wc -l) files"
+fi
+echo "unpacked into $dest"
