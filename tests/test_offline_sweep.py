@@ -160,6 +160,12 @@ def test_large_shapes_are_faster_tied_or_slower_by_their_recorded_intervals():
     assert s["large_vs_compile_ci"] == {"faster": 1, "tie": 0, "slower": 1}
     text = markdown([dict(s, op="x_op", kernel="k", kernels=1, shapes=3)], "")
     assert "| 1 / 0 / 1 | 2 |" in text and "1 ops are slower beyond the intervals somewhere" in text
+    # intervals apart, medians within MIN_APART: a tie (two runs of one kernel differ by more than
+    # one run's intervals: results/h100/device-2026-12-06h/repeat_noise.md)
+    from aka.kb.best import MIN_APART
+    rows[0].update(time_us=100.0, compile_us=100.0 * (1 + MIN_APART / 2), time_ci_us=[99.9, 100.1],
+                   compile_ci_us=[100.5, 101.5])
+    assert summarize(rows, {})["large_vs_compile_ci"] == {"faster": 0, "tie": 1, "slower": 1}
 
 
 def test_kb_verify_records_the_intervals_best_reads(tmp_path):
