@@ -43,6 +43,12 @@ KBV_ORDER=$KBV_ORDER,reshape_and_cache,fused_qkv_rope,fused_rms_norm_fp8_quant,t
 # write into the tree: kb_copy DIR (then --kb DIR/knowledge_base; the results land in DIR/results)
 kb_copy() {
   rm -rf "$1"; mkdir -p "$1/results"; cp -r knowledge_base "$1/"; cp -r results/kb "$1/results/"
+  # the session's earlier calls' verdicts (scripts/post_device.sh keeps them in the carried cache), merged
+  # as collect_kbverify.py merges into the tree: is_current then skips what an earlier call verified
+  if [[ -d ${AKA_CACHE_DIR:-/nonexistent}/kbv_prev/results/kb ]]; then
+    python3 scripts/collect_kbverify.py prev="$AKA_CACHE_DIR/kbv_prev" --out /tmp/kbv_prev.tsv --merge \
+      --into "$1/results/kb" | tail -1
+  fi
 }
 
 # The peers' libraries from the carried wheels (.whl/) when the device lacks them: Liger (norms and
