@@ -213,7 +213,6 @@ def write_result(kernel: Path, root: Path, device: str, entry: dict) -> Path:
     return p
 
 
-
 class StageTrail:
     """Where a running evaluation has got to, from the worker's progress events (stage, shape, t):
     an evaluation stopped at a budget says which stage and shape it was in and where its time went
