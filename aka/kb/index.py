@@ -146,6 +146,14 @@ CITE_WEIGHT = 0.2
 # at 2 the kernel dev set lost 0.971 -> 0.933. Held-out sets not consulted.
 PLAYBOOK_KERNELS = 3
 PLAYBOOK_TOP = 5
+# Also tried (2026-12-06, sixteenth session, tuning and dev sets only): pseudo-relevance feedback (RM3's
+# idea in BM25 form): the words weighing most (tf / length x idf, summed) in the 2, 3 or 5 best documents
+# of the hybrid ranking and absent from the query, 5, 10 or 20 of them, added to the query and whole
+# documents ranked by BM25 again, fused at RRF weight 0.5 or 1.0 like DOC_WEIGHT. Of 17 settings none
+# raised the summed recall@5 + top-1 over the seven sets (12.334 without; 12.317 at best, weight 0.5, 2
+# documents, 10 words): the kernel dev set's recall@5 rose (0.958 -> 0.967) and dev and dev3 top-1 fell
+# (0.843 -> 0.824, 0.975 -> 0.950). The best documents already hold the query's vocabulary; their other
+# words pull in their siblings.
 # A pattern note's "Ops and shapes it serves" lists every op the technique touches (up to 26): a
 # list of where it applies, not a pointer to what to read next. Its ids are left out of the graph:
 # with them, recall@5 fell on dev (1.000 -> 0.980), the kernel dev set (0.983 -> 0.958) and dev4.
