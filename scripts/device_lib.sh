@@ -43,7 +43,7 @@ KBV_ORDER=$KBV_ORDER,reshape_and_cache,fused_qkv_rope,fused_rms_norm_fp8_quant,t
 # write into the tree: kb_copy DIR (then --kb DIR/knowledge_base; the results land in DIR/results)
 kb_copy() {
   rm -rf "$1"; mkdir -p "$1/results"; cp -r knowledge_base "$1/"; cp -r results/kb "$1/results/"
-  # the session's earlier calls' verdicts (scripts/post_device.sh keeps them in the carried cache), merged
+  # the session's earlier calls' verdicts (scripts/device_between.sh keeps them in the carried cache), merged
   # as collect_kbverify.py merges into the tree: is_current then skips what an earlier call verified
   if [[ -d ${AKA_CACHE_DIR:-/nonexistent}/kbv_prev/results/kb ]]; then
     python3 scripts/collect_kbverify.py prev="$AKA_CACHE_DIR/kbv_prev" --out /tmp/kbv_prev.tsv --merge \
@@ -71,7 +71,7 @@ liger_install() {
 # everything under $OUT as one archive, $OUT/out.tgz (the reply brings back a few files only: on
 # 2026-12-06 two of ten loose files did not come back); use as `trap pack_out EXIT`
 # The cache's baseline timings (eager and torch.compile of the reference, per shape and GPU model) go
-# along as baselines.tgz: scripts/post_device.sh puts them into the carried cache, so the session's next
+# along as baselines.tgz: scripts/device_between.sh puts them into the carried cache, so the session's next
 # call does not compile the references again (fused_moe's 128-expert reference: minutes per shape set)
 pack_out() {
   [[ -d ${AKA_CACHE_DIR:-/nonexistent}/baselines ]] && tar czf "$OUT/baselines.tgz" -C "$AKA_CACHE_DIR" baselines

@@ -7,11 +7,11 @@
 # while the verify's correctness stage runs; the verify's timing then takes each shape's eager and
 # compile figures from the cache (the same key: reference, shape, GPU, torch, triton), compiling
 # itself only the shapes the warm-up has not reached. pack_out brings the cache back (baselines.tgz;
-# scripts/post_device.sh), so a verify cut off here finds them in the session's next call.
+# scripts/device_between.sh), so a verify cut off here finds them in the session's next call.
 #   here: bash scripts/pre_device.sh; the device, carrying .gpucache and .whl:
 #   OUT=$OUT bash scripts/gpu_moe_verify.sh      (AKA_DEADLINE_S: the call's seconds, default 560)
-#   after: bash scripts/post_device.sh <files_at> <folder>; mkdir -p /tmp/kbvN/results/kb &&
-#   tar xzf <folder>/kbv.tgz -C /tmp/kbvN/results/kb; scripts/collect_kbverify.py as in device_lib.sh
+#   after: bash scripts/device_between.sh <files_at>; mkdir -p /tmp/kbvN/results/kb &&
+#   tar xzf /tmp/aka-between/<call>/out/kbv.tgz -C /tmp/kbvN/results/kb; then scripts/collect_kbverify.py
 set -uo pipefail
 . scripts/device_lib.sh
 call_begin 560

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .gpucache
-# baseline timings brought back by scripts/post_device.sh serve this session's calls only
+# baseline timings brought back by scripts/device_between.sh serve this session's calls only
 [[ -d .gpucache/baselines ]] && find .gpucache/baselines -type f -mmin +360 -delete
 # so do the kb verdicts it kept (kbv_prev): a later session's verdicts are in results/kb by then
 [[ -d .gpucache/kbv_prev ]] && find .gpucache/kbv_prev -type f -mmin +360 -delete
