@@ -156,7 +156,8 @@ def test_call_begin_sets_the_deadline_cache_and_packs_out_on_exit(tmp_path):
         assert r.returncode == 0, r.stderr
         assert f"deadline={want} cache={REPO_ROOT}/.gpucache" in r.stdout
         assert int(r.stdout.split("left=")[1]) in (want, want - 1)
-        assert _members(out / "out.tgz") == [".", "./provenance.txt"]      # packed on exit, loose files gone
+        # packed on exit, loose files gone (baselines.tgz too where this checkout's cache holds baselines)
+        assert set(_members(out / "out.tgz")) - {"./baselines.tgz"} == {".", "./provenance.txt"}
         assert [p.name for p in out.iterdir()] == ["out.tgz"]
         (out / "out.tgz").unlink()
 
@@ -181,3 +182,32 @@ def test_kbv_runs_one_kb_verify_of_the_scratch_copy_within_its_seconds(tmp_path)
     assert log[0] == ("ARGS -m aka.cli kb verify --kb /tmp/kbv/knowledge_base --device cuda --shapes all --jobs 3 "
                       "--unlock-compiles --timeout 200 --budget 200 --op fused_moe")
     assert log[1].startswith("ARGS -m aka.cli kb verify --kb /tmp/elsewhere/knowledge_base") and "--budget 90" in log[1]
+
+
+def test_pack_out_brings_the_baselines_and_kb_copy_merges_an_earlier_calls_verdicts(tmp_path):
+    """pack_out adds the cache's baseline timings (baselines.tgz) to out.tgz; kb_copy merges the verdicts
+    an earlier call brought back (kbv_prev, put there by device_between.sh) into the scratch copy, so
+    the next verify call finds them current (results/h100/device-2026-12-06h: call 3 repeated call 2)."""
+    cache, out, scratch = tmp_path / "cache", tmp_path / "out", tmp_path / "kbv"
+    (cache / "baselines").mkdir(parents=True)
+    (cache / "baselines" / "rms_norm-0-abc.json").write_text("{}")
+    out.mkdir()
+    kernel = "kernels/rms_norm/rowwise"
+    committed = json.loads((REPO_ROOT / "results" / "kb" / f"{kernel}.results.json").read_text())
+    src_hash = committed["devices"]["cpu"]["source_hash"]
+    prev = cache / "kbv_prev" / "results" / "kb" / f"{kernel}.results.json"
+    prev.parent.mkdir(parents=True)
+    entry = {"status": "pass", "gpu": "Test GPU 9000", "source_hash": src_hash, "date": "2099-01-01T00:00:00+00:00",
+             "shapes_spec": "all", "shapes": [{"id": "0", "label": "x", "correct": True, "time_us": 1.0}]}
+    prev.write_text(json.dumps({"devices": {"cuda": entry}}))
+    script = ('set -uo pipefail; . scripts/device_lib.sh; echo p > "$OUT/provenance.txt"; '
+              f'kb_copy {scratch}; pack_out')
+    env = dict(os.environ, OUT=str(out), AKA_CACHE_DIR=str(cache))
+    r = subprocess.run(["bash", "-c", script], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "./baselines.tgz" in _members(out / "out.tgz")
+    merged = json.loads((scratch / "results" / "kb" / f"{kernel}.results.json").read_text())
+    assert "Test GPU 9000" in json.dumps(merged)                          # the earlier call's verdict
+    assert merged["devices"]["cpu"] == committed["devices"]["cpu"]          # the committed ones kept
+    tracked = json.loads((REPO_ROOT / "results" / "kb" / f"{kernel}.results.json").read_text())
+    assert "Test GPU 9000" not in json.dumps(tracked)                       # the tree untouched

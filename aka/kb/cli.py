@@ -349,6 +349,9 @@ def cmd_verify(args) -> int:
                   + (f", {deferred} deferred (would not finish within the budget)" if deferred else ""))
     for p, s in bad:
         console.print(f"  {p.parent.name}/{p.name}: {s}", markup=False)
+    if deferred:
+        console.print("  deferred: " + ", ".join(f"{p.parent.name}/{p.stem}" for p, s in out if s == DEFERRED),
+                      markup=False, highlight=False)
     return 1 if bad else 0
 
 

@@ -313,6 +313,8 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
                     left = budget_s - (time.monotonic() - t0)
                     est = expected_wall(p, gpu) if device != "cpu" else None
                     need = est * BUDGET_MARGIN if est else MIN_START_S
+                    if need > left and left <= 0:
+                        return p, DEFERRED   # the budget is spent: the run's summary names these
                     if need > left:
                         bar.console.print(f"{name}: deferred, {left:.0f} s of the budget left, "
                                           + (f"its last evaluation took {est:.0f} s" if est else
