@@ -47,7 +47,9 @@ def table(root: Path, gpu: str, min_gain: float) -> str:
         e = device_entry(read_results(p), "cuda", gpu)
         if _counts(p, e, "cuda", gpu):
             by_op.setdefault(kernel_op(p), []).append((p.stem, e))
-    lines = [f"Per-shape oracle dispatch over the kernels' {gpu} verdicts (`scripts/dispatch_oracle.py --gpu {gpu}`)",
+    lines = [f"Per-shape oracle dispatch over the kernels' {gpu} verdicts (`scripts/dispatch_oracle.py --gpu {gpu} "
+             f"--min-gain {min_gain:g}`; ops whose oracle gains less are left out). Records from different calls: "
+             "an upper bound that favours noise, a prediction for `aka kb verify` to check.",
              "", "| op | kernels | best single (objective, x compile large min) | oracle (objective, x compile large min) "
              "| gain | per shape (id: kernel), large shapes in bold |", "|---|---|---|---|---|---|"]
     for op, entries in sorted(by_op.items()):
