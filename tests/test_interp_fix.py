@@ -71,3 +71,47 @@ def test_cpu_evaluation_patches_once_per_launch_and_never_imports_dynamo():
     assert r["restored"]  # the launch's own scope still puts triton.language back when it ends
     assert r["flops"] == 2 * 8 * 16 * 4  # the CPU judge's counter still counts
     assert not r["dynamo"] and not r["atenlog_wrapped"]
+
+
+_PDL = r'''
+import json
+import torch
+import triton
+import triton.language as tl
+from aka.evaluate.interp_fix import install
+install()
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+
+
+@triton.jit
+def producer(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    gdc_launch_dependents()
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2.0, mask=offs < n)
+
+
+@triton.jit
+def consumer(y_ptr, z_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    gdc_wait()
+    tl.store(z_ptr + offs, tl.load(y_ptr + offs, mask=offs < n) + 1.0, mask=offs < n)
+
+
+x = torch.randn(300)
+y, z = torch.empty_like(x), torch.empty_like(x)
+producer[(3,)](x, y, x.numel(), BLOCK=128)
+consumer[(3,)](y, z, x.numel(), BLOCK=128, launch_pdl=True)
+print(json.dumps({"ok": bool(torch.equal(z, x * 2.0 + 1.0))}))
+'''
+
+
+def test_programmatic_dependent_launch_runs_under_the_interpreter():
+    """gdc_wait / gdc_launch_dependents raise under Triton 3.6's interpreter; with the harness's
+    fixes a PDL producer-consumer pair (launch_pdl=True) runs and computes what it would on a GPU."""
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(REPO))
+    out = subprocess.run([sys.executable, "-c", _PDL], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"ok": True}
+    bare = subprocess.run([sys.executable, "-c", _PDL.replace("install()\n", "")], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert bare.returncode != 0 and "_semantic" in bare.stderr     # what the fix is for

@@ -19,6 +19,8 @@ to fp32 first. The interpreter also runs programs in grid order, so a race betwe
 seeded random order that changes on every launch, as they effectively do on the GPU. Finally, every other bf16 operation (add, compare, clamp, exp, fma, and so the
 combine step of tl.sum) also ran numpy on the bit patterns (2.5 + 2.0 came out as -2.9e-39): bf16
 operands are widened to fp32, computed, and rounded back to bf16 per operation, as the GPU does.
+Programmatic dependent launch's gdc_wait / gdc_launch_dependents raised under the interpreter; they
+are no-ops here (launches run one after another on a CPU).
 """
 from __future__ import annotations
 
@@ -131,10 +133,39 @@ def install() -> bool:
     _install_bf16_arith(builder_cls, interp)
     _install_program_shuffle(builder_cls)
     _install_patch_once_per_launch(interp)
+    _install_grid_dependency_noops()
     cast_impl._aka_rtne = True
     builder_cls.cast_impl = cast_impl
     builder_cls.create_fp_to_fp = create_fp_to_fp
     return True
+
+
+def _install_grid_dependency_noops() -> None:
+    """Programmatic dependent launch's intrinsics (triton.language.extra.cuda: gdc_wait,
+    gdc_launch_dependents) raise under Triton 3.6's interpreter ("`_semantic` argument must be
+    provided outside of JIT functions"), so a kernel using them could not be checked on a CPU. The
+    interpreter runs one launch after another, each finished before the next starts: what gdc_wait
+    waits for has always happened and there is nothing to launch early, so both are exactly no-ops.
+    Kernels import them by name, so the module attributes are replaced before any kernel is loaded:
+    in every module object that serves them (triton.language.extra loads its backends itself, so
+    `import triton.language.extra.cuda` and `from triton.language.extra.cuda import ...` reach two)."""
+    import sys
+
+    import triton.language.extra.cuda as cuda
+
+    def gdc_wait(*args, **kwargs):
+        return None
+
+    def gdc_launch_dependents(*args, **kwargs):
+        return None
+    mods = {id(m): m for m in (cuda, getattr(cuda, "gdc", None), sys.modules.get("triton.language.extra.cuda"),
+                               sys.modules.get("triton.language.extra.cuda.gdc")) if m is not None}
+    for m in list(mods.values()):
+        if getattr(m, "gdc", None) is not None:
+            mods.setdefault(id(m.gdc), m.gdc)
+    for m in mods.values():
+        if hasattr(m, "gdc_wait"):
+            m.gdc_wait, m.gdc_launch_dependents = gdc_wait, gdc_launch_dependents
 
 
 def _install_bf16_arith(builder_cls, interp) -> None:
