@@ -1207,3 +1207,19 @@ def test_verify_says_where_a_stopped_evaluation_was(tmp_path):
             status="timeout", reason="killed", problem=op, device=config.device, env={"gpu": "B200"})))
     assert set(out.values()) == {DEFERRED}
     assert "stopped at the budget's end" in con.file.getvalue() and "no progress reported" in con.file.getvalue()
+
+
+def test_verify_without_baselines_asks_the_harness_for_none(tmp_path):
+    """--no-baselines: each evaluation's config times the kernel only (eager and compile come from
+    the baseline cache where it has them); by default both are measured."""
+    from aka.evaluate.result import EvalResult
+    from aka.kb.verify import verify
+    root = write_kb(tmp_path / "kb")
+    seen = []
+
+    def run(op, path, shapes=None, config=None, on_progress=None):
+        seen.append(config.baselines)
+        return EvalResult(status="pass", reason="ok", problem=op, device=config.device, env={"gpu": "B200"})
+    verify(root, "cuda", evaluate_fn=run, gpu="B200", force=True)
+    verify(root, "cuda", evaluate_fn=run, gpu="B200", force=True, baselines=False)
+    assert seen == [True, True, False, False]

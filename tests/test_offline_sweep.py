@@ -202,5 +202,7 @@ def test_suite_estimate_weights_each_op_s_best_and_counts_missing_ops_zero():
     assert est["missing"] == ["c"] and est["missing_weight"] == pytest.approx(0.25)
     text = markdown([], "", None, suite=est)
     assert "Suite score of these kernels: 0.450" in text and "count 0 (their weight 0.250): c" in text
+    # b's record has no torch.compile times (kb verify --no-baselines): said beside the compile figure
+    assert est["no_compile"] == ["b"] and "counts 0 for 1 ops whose records lack its times: b" in text
     # weights that do not sum to 1 are normalised, as aka/bench/score.py does
     assert suite_estimate(rows, {"a": 2.0, "b": 2.0})["score"] == pytest.approx(0.65)

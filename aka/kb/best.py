@@ -137,8 +137,12 @@ def suite_estimate(rows: list[dict], weights: dict[str, float]) -> dict:
     score = sum(w * (by_op[op]["objective"] or 0.0) for op, w in weights.items() if op in by_op) / total
     comp = sum(w * (by_op[op]["compile"] or 0.0) for op, w in weights.items() if op in by_op) / total
     missing = sorted((op for op in weights if op not in by_op), key=lambda o: -weights[o])
+    # a verdict without torch.compile's times on every shape (kb verify --no-baselines, an empty cache)
+    # has no compile objective: it counts 0 in the compile figure, and the table says which ops those are
+    no_compile = sorted((op for op in weights if op in by_op and by_op[op]["compile"] is None),
+                        key=lambda o: -weights[o])
     return {"score": score, "compile": comp, "missing": missing,
-            "missing_weight": sum(weights[o] for o in missing) / total}
+            "missing_weight": sum(weights[o] for o in missing) / total, "no_compile": no_compile}
 
 
 def markdown(rows: list[dict], provenance: str = "", missing: tuple[int, int, list[str]] | None = None,
@@ -162,6 +166,9 @@ def markdown(rows: list[dict], provenance: str = "", missing: tuple[int, int, li
     if suite is not None:
         gone = (f"; {len(suite['missing'])} ops without a verdict count 0 (their weight "
                 f"{suite['missing_weight']:.3f}): {', '.join(suite['missing'])}" if suite["missing"] else "")
+        if suite.get("no_compile"):
+            gone += (f"; torch.compile's figure counts 0 for {len(suite['no_compile'])} ops whose records lack its "
+                     f"times: {', '.join(suite['no_compile'])}")
         lines += [f"**Suite score of these kernels: {suite['score']:.3f}** (torch.compile over the same records: "
                   f"{suite['compile']:.3f}): Σ op weight x objective over the bundled suite's weights, each op's "
                   f"best verdict in place of one `aka bench run`, so its records may come from different days"

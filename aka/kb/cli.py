@@ -81,6 +81,10 @@ def add_parser(sub) -> None:
                    help="kernels evaluated at once; on one GPU their checks overlap and their timings "
                         "take turns (aka/evaluate/gpulock.py)")
     v.add_argument("--no-timing", action="store_true", help="correctness verdicts only (GPU: no timing)")
+    v.add_argument("--no-baselines", action="store_true",
+                   help="GPU: time the kernels only; eager and torch.compile figures come from the baseline cache "
+                        "where it has them (`aka bench run --impl reference,compile` fills it), else the record has "
+                        "none. For an op whose torch.compile takes minutes a shape (fused_moe)")
     v.add_argument("--unlock-compiles", action="store_true",
                    help="GPU: let the GPU lock go while a kernel compiles in its runner (faster with --jobs; "
                         "for a knowledge base you trust: a kernel could use it to run GPU work during another's timing)")
@@ -341,7 +345,7 @@ def cmd_verify(args) -> int:
                  timeout_s=args.timeout, jobs=args.jobs, timing=not args.no_timing,
                  first=[o for o in (args.first or "").split(",") if o], reverse=args.reverse,
                  missing_first=args.missing_first, oldest_first=args.oldest_first,
-                 unlock_compiles=args.unlock_compiles, budget_s=args.budget)
+                 unlock_compiles=args.unlock_compiles, budget_s=args.budget, baselines=not args.no_baselines)
     bad = [(p, s) for p, s in out if s not in ("pass", "skipped", DEFERRED)]
     deferred = sum(s == DEFERRED for _, s in out)
     console.print(f"{len(out)} kernels: {sum(s == 'pass' for _, s in out)} pass, "

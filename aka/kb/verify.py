@@ -254,7 +254,7 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
            timing: bool = True, first: list[str] | None = None, reverse: bool = False,
            missing_first: bool = False, oldest_first: bool = False,
            unlock_compiles: bool = False, gpu: str | None = None,
-           budget_s: float | None = None) -> list[tuple[Path, str]]:
+           budget_s: float | None = None, baselines: bool = True) -> list[tuple[Path, str]]:
     """(kernel, status or 'skipped') for every kernel; each result is written as soon as it is
     known, so an interrupted run keeps its finished kernels. With jobs > 1 several kernels are
     evaluated at once: on one GPU their checks overlap while their timings take turns under the
@@ -270,7 +270,8 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
     fit in what is left (expected_wall x BUDGET_MARGIN) is not started and reported DEFERRED, so a
     later, shorter one can use the time; each evaluation's timeout is cut to what is left, and one
     killed by that cut is DEFERRED too, with nothing recorded (its time was the budget's, not the
-    kernel's)."""
+    kernel's). `baselines=False`: eager and torch.compile are not measured, only taken from the
+    baseline cache where it has them (their figures are then missing from the record elsewhere)."""
     import time
     from concurrent.futures import ThreadPoolExecutor
 
@@ -331,7 +332,8 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
                 # leaves them uncharged: four jobs queueing for the GPU ran past the budget)
                 wall = left if budget_s is not None else None
                 cfg = EvalConfig(device=device, timing=timing and device != "cpu", unlock_compiles=unlock_compiles,
-                                 sandbox=SandboxConfig(timeout_s=limit, wall_limit_s=wall), peer=False)
+                                 sandbox=SandboxConfig(timeout_s=limit, wall_limit_s=wall), peer=False,
+                                 baselines=baselines)
                 trail = StageTrail()
                 kw = {"on_progress": trail} if _takes_progress(run) else {}
                 try:
