@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import sys
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from aka.evaluate.stats import geomean  # noqa: E402
 from aka.roofline import LARGE_SOL_US  # noqa: E402
 
 
@@ -80,8 +80,8 @@ def markdown(rows: dict, la: str, lb: str) -> str:
             allk.setdefault(r[1], []).append(r)
         if not kt:
             continue
-        g = math.exp(statistics.fmean(math.log(r[2]) for r in kt))
-        cg = f"{math.exp(statistics.fmean(math.log(r[2]) for r in ct)):.3f}" if ct else "-"
+        g = geomean([r[2] for r in kt])
+        cg = f"{geomean([r[2] for r in ct]):.3f}" if ct else "-"
         apart = [r[3] for r in kt if r[3] is not None]
         lines.append(f"| {k} | {len(kt)} | {g:.3f}, {min(r[2] for r in kt):.3f}, {max(r[2] for r in kt):.3f} | {cg} | "
                      + (f"{sum(apart)} of {len(apart)}" if apart else "-") + " |")

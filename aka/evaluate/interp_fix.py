@@ -158,13 +158,10 @@ def _install_grid_dependency_noops() -> None:
 
     def gdc_launch_dependents(*args, **kwargs):
         return None
-    mods = {id(m): m for m in (cuda, getattr(cuda, "gdc", None), sys.modules.get("triton.language.extra.cuda"),
-                               sys.modules.get("triton.language.extra.cuda.gdc")) if m is not None}
-    for m in list(mods.values()):
-        if getattr(m, "gdc", None) is not None:
-            mods.setdefault(id(m.gdc), m.gdc)
-    for m in mods.values():
-        if hasattr(m, "gdc_wait"):
+    pkg = sys.modules.get("triton.language.extra.cuda")
+    for m in (cuda, getattr(cuda, "gdc", None), pkg, getattr(pkg, "gdc", None),
+              sys.modules.get("triton.language.extra.cuda.gdc")):
+        if m is not None and hasattr(m, "gdc_wait"):
             m.gdc_wait, m.gdc_launch_dependents = gdc_wait, gdc_launch_dependents
 
 
