@@ -138,3 +138,77 @@ def test_fp8_fresh_dot_waits_hold_in_the_offline_compile():
         r = probe.probe(form, 128, 128, 8, 3)
         assert r["spill"] == 0 and r["waits"], r
         assert all(w == "0x0" and f <= 4 for w, _, f in r["waits"]), (form, r["waits"])
+
+
+TTGIR = """
+#mma = #ttg.nvidia_mma<{versionMajor = 3, versionMinor = 0, warpsPerCTA = [8, 1], instrShape = [16, 32, 16]}>
+#mma1 = #ttg.nvidia_mma<{versionMajor = 3, versionMinor = 0, warpsPerCTA = [4, 2], instrShape = [16, 64, 16]}>
+#mma2 = #ttg.nvidia_mma<{versionMajor = 2, versionMinor = 0, warpsPerCTA = [1, 8], instrShape = [16, 8]}>
+    %s = ttng.warp_group_dot %q, %k, %z {inputPrecision = 0 : i32} : !ttg.memdesc<64x128xbf16, #shared, #smem> * !ttg.memdesc<128x64xbf16, #shared1, #smem> -> tensor<64x64xf32, #mma>
+    %o = ttng.warp_group_dot %p, %v, %acc {inputPrecision = 0 : i32} : tensor<64x64xbf16, #ttg.dot_op<{opIdx = 0, parent = #mma1, kWidth = 2}>> * !ttg.memdesc<64x128xbf16, #shared, #smem> -> tensor<64x128xf32, #mma1>
+    %t = tt.dot %a, %b, %c, inputPrecision = tf32 : tensor<32x16xbf16, #ttg.dot_op<{opIdx = 0, parent = #mma2, kWidth = 4}>> * tensor<16x32xbf16, #ttg.dot_op<{opIdx = 1, parent = #mma2, kWidth = 4}>> -> tensor<32x32xf32, #mma2>
+"""
+
+
+def test_mma_dots_reads_each_dots_warps_and_how_often_it_is_computed():
+    from aka.kb.compile_check import dot_notes, mma_dots
+    dots = mma_dots(TTGIR)
+    assert [(d["m"], d["n"], d["version"], d["warps"], d["dup"]) for d in dots] == [
+        (64, 64, 3, [8, 1], 2),    # two warpgroups of 64 rows on a 64-row dot
+        (64, 128, 3, [4, 2], 1),   # 64 rows x 2 x 64 columns: each element once
+        (32, 32, 2, [1, 8], 2)]    # mma.sync: 8 warps x 8 columns on 32 columns
+    notes = dot_notes(dots)
+    assert len(notes) == 2 and "every warp on M" in notes[0] and "more warps on N" in notes[1]
+    assert dot_notes(dots + dots) == notes      # one line per distinct dot
+
+
+def test_the_agents_compile_report_says_which_dot_is_computed_twice():
+    from aka.evaluate.compile_report import _clean, summary_lines
+    from aka.kb.compile_check import mma_dots
+    raw = {"available": True, "ok": True, "launches": [
+        {"kernel": "_attn", "num_warps": 8, "registers": 168, "spill_bytes": 0, "shared_bytes": 98304,
+         "dots": mma_dots(TTGIR) + [{"m": "junk"}]}]}
+    lines = summary_lines(_clean(raw))
+    assert lines[0].startswith("_attn (8 warps): 168 registers")
+    assert lines[1].startswith("_attn: dot 64x64 computed 2x: warps 8x1 span 128 rows")
+    assert len(lines) == 3                      # the 32x32 dot's line; the unreadable entry says nothing
+
+
+@pytest.fixture(scope="module")
+def chained():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _qk_pv(q_ptr, k_ptr, v_ptr, o_ptr, M: tl.constexpr, N: tl.constexpr, D: tl.constexpr):
+        rm = tl.arange(0, M)
+        rn = tl.arange(0, N)
+        rd = tl.arange(0, D)
+        s = tl.dot(tl.load(q_ptr + rm[:, None] * D + rd[None, :]), tl.trans(tl.load(k_ptr + rn[:, None] * D + rd[None, :])))
+        p = tl.exp(s - tl.max(s, 1)[:, None]).to(tl.bfloat16)
+        o = tl.dot(p, tl.load(v_ptr + rn[:, None] * D + rd[None, :]))
+        tl.store(o_ptr + rm[:, None] * D + rd[None, :], o)
+    return _qk_pv
+
+
+@pytest.mark.parametrize("rows,warps,dup", [(64, 8, 2), (64, 4, 1), (128, 8, 1)])
+def test_a_dot_feeding_another_gets_every_warp_on_m_in_the_offline_compile(chained, rows, warps, dup):
+    """Triton 3.6 on sm_90a (AccelerateMatmul): attention's QK dot, whose result reaches the PV dot, gets
+    warpsPerCTA [num_warps, 1], so at 64 rows and 8 warps both warpgroups compute the whole score
+    (knowledge_base/triton/tl-dot.md, "How the warps split a dot"). A Triton that changes this fails here."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from aka.kb.compile_check import mma_dots
+    sig = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "o_ptr": "*fp32",
+           "M": "constexpr", "N": "constexpr", "D": "constexpr"}
+    k = triton.compile(ASTSource(fn=chained, signature=sig, constexprs={"M": rows, "N": 64, "D": 128}),
+                       target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+    qk, pv = mma_dots(k.asm["ttgir"])
+    assert (qk["m"], qk["n"], qk["version"]) == (rows, 64, 3)
+    assert qk["warps"] == [warps, 1] and qk["dup"] == dup
+    assert pv["dup"] == 1                       # the last dot splits its columns over the warpgroups
+    if rows == 64:                              # QK wgmma per warpgroup: the whole 64x64x128 score either way
+        shape = "m64n32k16" if warps == 8 else "m64n64k16"
+        assert k.asm["ptx"].count(f"wgmma.mma_async.sync.aligned.{shape}") == (16 if warps == 8 else 8)

@@ -24,6 +24,8 @@ import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
+from aka.kb.compile_check import dot_notes
+
 MARK = "AKA_COMPILE_REPORT "
 MAX_LAUNCHES = 24
 _INT_KEYS = ("num_warps", "shared_bytes", "registers", "spill_bytes", "ctas_per_sm")
@@ -98,6 +100,11 @@ def _clean(raw: dict) -> dict:
         loops = sass.get("loops") if isinstance(sass.get("loops"), list) else []
         d["sass_instructions"] = num(sass.get("instructions"))
         d["largest_loop"] = max((n for n in map(num, loops[:64]) if n is not None), default=None)
+        # the tensor-core dots (compile_check.mma_dots): shape, warps, and how often each is computed
+        d["dots"] = [{"m": num(x.get("m")), "n": num(x.get("n")), "dup": num(x.get("dup")),
+                      "warps": [num(w) for w in list(x.get("warps") or [])[:2]],
+                      "instr": [num(w) for w in list(x.get("instr") or [])[:3]]}
+                     for x in list(lr.get("dots") or [])[:8] if isinstance(x, dict)]
         launches.append(d)
     return {"available": bool(raw.get("available", True)), "ok": bool(raw.get("ok")),
             "error": text(raw.get("error"), 300), "reason": text(raw.get("reason"), 300), "launches": launches}
@@ -108,6 +115,13 @@ def refused_launches(report: dict | None) -> list[dict]:
     if not report or not report.get("available"):
         return []
     return [lr for lr in report.get("launches") or [] if lr.get("error")]
+
+
+def _whole_dots(dots) -> list[dict]:
+    """The cleaned dots that carry every number dot_notes needs."""
+    return [d for d in dots or [] if d.get("m") and d.get("n") and d.get("dup")
+            and len(d.get("warps") or []) == 2 and None not in d["warps"]
+            and len(d.get("instr") or []) >= 2 and None not in d["instr"][:2]]
 
 
 def summary_lines(report: dict | None, limit: int = 8) -> list[str]:
@@ -135,6 +149,7 @@ def summary_lines(report: dict | None, limit: int = 8) -> list[str]:
                 f" (largest loop body {lr['largest_loop']})" if lr.get("largest_loop") else "")
         out.append(f"{lr['kernel']} ({nw} warp{'' if nw == 1 else 's'}): {lr.get('registers')} registers{spill}, "
                    f"{smem}{ctas}{sass}")
+        out += [f"{lr['kernel']}: {note}" for note in dot_notes(_whole_dots(lr.get("dots")))]
     return out
 
 

@@ -134,7 +134,7 @@ def cmd_compile_check(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from aka.kb.compile_check import compile_check
+    from aka.kb.compile_check import compile_check, dot_notes
     from aka.problem import REPO_ROOT
     from aka.util import parse_assignments
     kernels = sorted((REPO_ROOT / "knowledge_base" / "kernels").glob(f"{args.op or '*'}/{args.kernel or '*'}.py"))
@@ -154,11 +154,13 @@ def cmd_compile_check(args) -> int:
     # ld.g: global loads in the PTX, scalar / vector; smem<4B: shared loads / stores under 4 bytes
     # (compile_check.memory_ops: static counts, each instruction once)
     # SASS: instructions in the kernel; loops: each loop body's instructions (compile_check.parse_sass)
+    # dots: each tensor-core dot's output M x N, its warps over M x N, and xK where it is computed K times
+    # (compile_check.mma_dots)
     cols = ["kernel", "launch", "warps", "smem B", "regs", "spill B", "CTAs/SM", "ld.g s/v", "smem<4B ld/st",
-            "SASS", "loops"] + (["top SASS ops"] if args.ops else []) + ["error"]
+            "SASS", "loops", "dots"] + (["top SASS ops"] if args.ops else []) + ["error"]
     for col in cols:
         t.add_column(col)
-    failed = 0
+    failed, dup = 0, []
     for k in kernels:
         try:
             r = compile_check(k.parent.name, str(k), shape_ids, capability=args.sm, params=params or None,
@@ -172,16 +174,27 @@ def cmd_compile_check(args) -> int:
                 t.add_row(f"{k.parent.name}/{k.stem}", *["-"] * (len(cols) - 2), r.error or "")
                 continue
             m, sa = lr.mem or {}, lr.sass or {}
+            dup += [f"{k.parent.name}/{k.stem} {lr.kernel} ({lr.num_warps} warps): {n}" for n in dot_notes(lr.dots)]
             top = ", ".join(f"{op} {n}" for op, n in list(sa.get("ops", {}).items())[:args.ops])
             t.add_row(f"{k.parent.name}/{k.stem}", lr.kernel, str(lr.num_warps), str(lr.shared_bytes),
                       str(lr.registers), str(lr.spill_bytes), str(lr.ctas_per_sm if lr.ctas_per_sm is not None else "-"),
                       f"{m.get('ld_global_scalar', '-')}/{m.get('ld_global_vector', '-')}",
                       f"{m.get('ld_shared_narrow', '-')}/{m.get('st_shared_narrow', '-')}",
-                      str(sa.get("instructions", "-")), _fmt_loops(sa.get("loops", [])),
+                      str(sa.get("instructions", "-")), _fmt_loops(sa.get("loops", [])), _fmt_dots(lr.dots),
                       *([top or "-"] if args.ops else []), lr.error or "")
     Console(soft_wrap=True).print(t)
     print(f"{len(kernels)} kernels, {failed} with compile errors")
+    if dup:
+        print(f"{len(dict.fromkeys(dup))} dot(s) computed more than once:")
+        for line in dict.fromkeys(dup):
+            print(f"  {line}")
     return 1 if failed else 0
+
+
+def _fmt_dots(dots: list[dict]) -> str:
+    """'64x32@8x1 x2, 64x512@4x2': each dot's output, its warps over M x N, and xK when computed K times."""
+    return ", ".join(f"{d['m']}x{d['n']}@{d['warps'][0]}x{d['warps'][1]}" + (f" x{d['dup']}" if d["dup"] > 1 else "")
+                     for d in dots) or "-"
 
 
 def _index(args):

@@ -31,6 +31,7 @@ class LaunchReport:
     mem: dict = field(default_factory=dict)   # memory_ops() of its PTX
     sass: dict = field(default_factory=dict)  # sass_profile() of its cubin
     ctas_per_sm: int | None = None            # resident programs per SM by registers, shared memory, warps
+    dots: list = field(default_factory=list)  # mma_dots() of its TTGIR
 
 
 # Per SM, by compute capability (CUDA C++ Programming Guide, "Features and Technical Specifications"):
@@ -142,6 +143,55 @@ class CompileReport:
     error: str | None = None
 
 
+# Tensor-core layouts in TTGIR (`#mma1 = #ttg.nvidia_mma<{versionMajor = 3, versionMinor = 0, warpsPerCTA =
+# [8, 1], instrShape = [16, 32, 16]}>`) and the dots that produce them (`ttng.warp_group_dot` on Hopper,
+# `tt.dot` before it: `... -> tensor<64x32xf32, #mma1>`).
+_MMA_ENC = re.compile(r"^(#mma\d*) = #ttg\.nvidia_mma<\{versionMajor = (\d+), versionMinor = \d+, "
+                      r"warpsPerCTA = \[(\d+), (\d+)\], instrShape = \[(\d+), (\d+)(?:, (\d+))?\]", re.M)
+_MMA_DOT = re.compile(r"(?:ttng\.warp_group_dot|tt\.dot) .*-> tensor<(\d+)x(\d+)x\w+, (#mma\d*)>")
+
+
+def mma_dots(ttgir: str) -> list[dict]:
+    """Each tensor-core dot of a compiled kernel: its output [M, N], MMA version, instruction shape and
+    how the warps split it, and `dup`, how many times each output element is computed. A warp's MMA
+    instruction covers 16 rows (a Hopper warpgroup's four warps, 64), so warps [wm, wn] with
+    instruction N n cover 16 wm rows by n wn columns; a dot smaller than that is computed once per
+    copy. Triton 3.6 (AccelerateMatmul, warpsPerTileV3) puts every warp on M when the dot's result
+    reaches another dot (attention's QK feeding PV), so a 64-row chained dot at 8 warps is computed by
+    both warpgroups (knowledge_base/triton/tl-dot.md, "How the warps split a dot")."""
+    encs = {m.group(1): (int(m.group(2)), int(m.group(3)), int(m.group(4)),
+                         [int(x) for x in m.groups()[4:] if x is not None])
+            for m in _MMA_ENC.finditer(ttgir)}
+    out = []
+    for m in _MMA_DOT.finditer(ttgir):
+        M, N, enc = int(m.group(1)), int(m.group(2)), m.group(3)
+        if enc not in encs:
+            continue
+        version, wm, wn, instr = encs[enc]
+        rows, cols = instr[0] * wm, instr[1] * wn
+        out.append({"m": M, "n": N, "version": version, "warps": [wm, wn], "instr": instr,
+                    "dup": max(1, rows // M) * max(1, cols // N)})
+    return out
+
+
+def dot_notes(dots: list[dict]) -> list[str]:
+    """The dots computed more than once, as the agent's compile report and the CLI say them (one line
+    per distinct dot and layout)."""
+    out = []
+    for d in dots:
+        if d.get("dup", 1) <= 1:
+            continue
+        rows, cols = d["instr"][0] * d["warps"][0], d["instr"][1] * d["warps"][1]
+        why = ("a dot whose result feeds another dot gets every warp on M: give it >= 16 x num_warps rows, "
+               "or fewer warps" if rows > d["m"] else "more warps on N than the dot has columns: fewer warps "
+               "or a wider tile")
+        line = (f"dot {d['m']}x{d['n']} computed {d['dup']}x: warps {d['warps'][0]}x{d['warps'][1]} span "
+                f"{rows} rows x {cols} columns ({why})")
+        if line not in out:
+            out.append(line)
+    return out
+
+
 def _triton_tool(name: str) -> str:
     """A CUDA tool that ships in Triton's wheel (ptxas, nvdisasm), by path."""
     import triton
@@ -237,6 +287,7 @@ def compiling_launches(report: CompileReport, capability: int = 90, sass: bool =
             lr.mem = memory_ops(k.asm["ptx"])
             lr.sass = sass_profile(k.asm.get("cubin")) if sass else {}
             lr.ctas_per_sm = ctas_per_sm(lr.registers, nw, lr.shared_bytes, capability)
+            lr.dots = mma_dots(k.asm.get("ttgir", ""))
         except Exception as e:  # noqa: BLE001 - the compiler's refusal is the finding
             lr.error = f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:300] if str(e).strip() else ''}"
             report.ok = False
