@@ -32,6 +32,11 @@ Design (differs from kernels/prefill_attention/flash_varlen in what a tile is):
   P in bf16 for the P @ V dot, one bf16 rounding of acc / l. D padded to a power of two with
   masks (small shapes: 24, 48, 80); for D 256 the host caps BM and BN at 64; num_stages clamped
   to about 200 KB of K/V buffers.
+- Offline compile (sm_90a, triton 3.6, `aka kb compile-check --op prefill_attention --shapes all`):
+  where the D 256 cap makes BM 64, num_warps stays 8, and the QK dot, whose scores feed the PV
+  dot, gets all 8 warps on M: both warpgroups compute the whole [64, BN] score ("dot 64x64
+  computed 2x"; triton/tl-dot, How the warps split a dot). flash_dispatch's tuned D 256 rows
+  (BM 128 on 8 warps) do not. 4 warps at BM 64 would do each score once; not timed on a GPU.
 Best when G is large and sequences short (K/V traffic matters); with G = 1 it is flash_varlen
 with a different grid.
 """
