@@ -734,3 +734,26 @@ def test_a_gpu_run_measures_the_ceilings_once_when_the_cache_has_none(tmp_path, 
     monkeypatch.setattr(hardware, "calibrate", broken)
     assert ensure_calibration("cuda", console, store) is None
     assert "calibration failed: RuntimeError" in [e for e in store.events() if e["type"] == "notice"][-1]["message"]
+
+
+def test_offline_guidance_takes_a_dot_computed_twice_before_the_roofline():
+    """A parent whose offline compile report names a dot computed by both warpgroups (compile_check:
+    a 64-row attention score on 8 warps) is moved to fewer warps first, then to a larger M tile, on a
+    GPU run or a CPU one; a report without it leaves the roofline's mode."""
+    problem = load_problem(REPO_ROOT / "bench" / "ops" / "rms_norm")
+    task = task_shapes(problem, "0,9", "cuda", 65536)
+    dots = [{"m": 64, "n": 64, "dup": 2, "warps": [8, 1], "instr": [16, 32, 16]},
+            {"m": 64, "n": 128, "dup": 1, "warps": [4, 2], "instr": [16, 64, 16]}]
+    report = {"available": True, "ok": True, "launches": [{"kernel": "_attn", "num_warps": 8, "dots": dots}]}
+    res = EvalResult("pass", shapes=[ShapeResult("0", sol_fraction=0.04, bound="memory"),
+                                     ShapeResult("9", sol_fraction=0.8, bound="memory", compile=report)])
+    mode, why = guidance(res, task)
+    assert mode == "dup-dot" and why.startswith("_attn: dot 64x64 computed 2x")
+    assert guidance(EvalResult("pass", shapes=[ShapeResult("0", compile=report)]), task)[0] == "dup-dot"
+    report["launches"][0]["dots"] = dots[1:]
+    assert guidance(res, task)[0] == "small-mem"
+    fam = next(f for f in OfflineProposer(load_problem(OP), KERNELS).families if f.id.endswith("rowwise"))
+    fam.params = {"num_stages": [1, 2, 3], "BM": [32, 64, 128], "num_warps": [2, 4, 8]}
+    prop = OfflineProposer(load_problem(OP), KERNELS)
+    moves = [m for _, m in prop._moves(fam, {"num_stages": 2, "BM": 64, "num_warps": 8}, "dup-dot")]
+    assert moves[:2] == ["num_warps 8 -> 4", "BM 64 -> 128"]

@@ -15,7 +15,8 @@ The search, one point per proposal, never the same point twice:
    throughout).
 2. Then coordinate moves around the best point of the focus family (the parent's family unless a
    dropout moved the focus): one parameter one step along its declared list. Moves are ranked by
-   the parent's roofline signal:
+   the parent's offline compile report where it names a dot computed more than once (fewer warps,
+   then a larger M tile: knowledge_base/triton/tl-dot.md; on any device), else its roofline signal:
    - memory-bound and weakest (lowest sol_fraction) at the smaller shapes, i.e. launch and latency
      bound: fewer warps, more rows per program, smaller blocks;
    - memory-bound and weakest at the large shapes, i.e. too few bytes in flight: more warps,
@@ -182,13 +183,28 @@ _PREFER = {
     "small-mem": {("warps", -1): 2, ("rows", 1): 2, ("block", -1): 1},
     "large-mem": {("warps", 1): 2, ("block", 1): 2, ("rows", 1): 1, ("stages", 1): 1},
     "compute": {("block", 1): 2, ("stages", 1): 2, ("warps", 1): 1},
+    # a dot computed by more warps than it has rows for (compile_check.mma_dots: a 64-row attention
+    # score on 8 warps is done by both warpgroups): fewer warps, or more rows (the M tile) per program
+    "dup-dot": {("warps", -1): 3, ("mtile", 1): 2},
 }
+# the M tile of a dot: the rows a program computes (attention's query rows, MLA's heads, GEMM's BM)
+_MTILE = ("bm", "bh", "bt", "block_m", "block_size_m")
+
+
+def duplicated_dots(result) -> list[str]:
+    """The parent's offline compile report (any device) naming a dot computed more than once."""
+    from aka.evaluate.compile_report import dot_lines
+    return [line for s in getattr(result, "shapes", None) or [] for line in dot_lines(s.compile)]
 
 
 def guidance(result, task) -> tuple[str, str]:
-    """(mode, why) from the parent's per-shape roofline figures."""
+    """(mode, why) from the parent's compile report, else its per-shape roofline figures: a dot that
+    the warps compute twice wastes tensor work whatever the roofline says, and it is seen without a GPU."""
     if result is None:
         return "none", "no measurements"
+    dup = duplicated_dots(result)
+    if dup:
+        return "dup-dot", f"{dup[0]}: fewer warps, more rows per program"
     timed = [s for s in result.shapes if s.sol_fraction]
     if not timed:
         return "none", "no timings (CPU interpreter): declared order"
@@ -328,7 +344,10 @@ class OfflineProposer:
             steps = [(1, idx + 1), (-1, idx - 1)] if idx is not None else [(0, j) for j in range(len(values))]
             for direction, j in steps:
                 if 0 <= j < len(values):
-                    pref = _PREFER.get(mode, {}).get((_kind(name), direction), 0)
+                    prefer = _PREFER.get(mode, {})
+                    pref = prefer.get((_kind(name), direction), 0)
+                    if name.lower() in _MTILE:
+                        pref = max(pref, prefer.get(("mtile", direction), 0))
                     ranked.append((-pref, pi, -direction, name, values[j], cur))
         ranked.sort(key=lambda t: t[:3])
         for _, _, _, name, value, cur in ranked:

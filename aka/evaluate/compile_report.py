@@ -124,6 +124,14 @@ def _whole_dots(dots) -> list[dict]:
             and len(d.get("instr") or []) >= 2 and None not in d["instr"][:2]]
 
 
+def dot_lines(report: dict | None) -> list[str]:
+    """The report's dots computed more than once, one line each: '<kernel>: dot 64x64 computed 2x ...'."""
+    if not report or not report.get("available"):
+        return []
+    return [f"{lr['kernel']}: {note}" for lr in report.get("launches") or [] if not lr.get("error")
+            for note in dot_notes(_whole_dots(lr.get("dots")))]
+
+
 def summary_lines(report: dict | None, limit: int = 8) -> list[str]:
     """One line per compiled launch, as the agent's prompt shows it."""
     if not report:
