@@ -124,12 +124,15 @@ def _whole_dots(dots) -> list[dict]:
             and len(d.get("instr") or []) >= 2 and None not in d["instr"][:2]]
 
 
+def _launch_dot_lines(lr: dict) -> list[str]:
+    return [f"{lr['kernel']}: {note}" for note in dot_notes(_whole_dots(lr.get("dots")))]
+
+
 def dot_lines(report: dict | None) -> list[str]:
     """The report's dots computed more than once, one line each: '<kernel>: dot 64x64 computed 2x ...'."""
     if not report or not report.get("available"):
         return []
-    return [f"{lr['kernel']}: {note}" for lr in report.get("launches") or [] if not lr.get("error")
-            for note in dot_notes(_whole_dots(lr.get("dots")))]
+    return [line for lr in report.get("launches") or [] if not lr.get("error") for line in _launch_dot_lines(lr)]
 
 
 def summary_lines(report: dict | None, limit: int = 8) -> list[str]:
@@ -157,7 +160,7 @@ def summary_lines(report: dict | None, limit: int = 8) -> list[str]:
                 f" (largest loop body {lr['largest_loop']})" if lr.get("largest_loop") else "")
         out.append(f"{lr['kernel']} ({nw} warp{'' if nw == 1 else 's'}): {lr.get('registers')} registers{spill}, "
                    f"{smem}{ctas}{sass}")
-        out += [f"{lr['kernel']}: {note}" for note in dot_notes(_whole_dots(lr.get("dots")))]
+        out += _launch_dot_lines(lr)
     return out
 
 
