@@ -708,6 +708,56 @@ def test_verify_budget_starts_only_what_fits_and_records_nothing_cut_off(tmp_pat
     assert out["online.py"] == DEFERRED and read_results(online)["devices"]["cuda"]["status"] == "timeout"
 
 
+def test_verify_budget_estimates_a_new_kernel_from_its_op_and_counts_the_evaluations_in_flight(tmp_path):
+    """A kernel with no record of its own is estimated from its op's other kernels (a new MoE kernel is
+    as slow to evaluate as its siblings, not MIN_START_S), and with several jobs a start also counts
+    GPU_SHARE of what the evaluations in flight still expect: on an H100 four kernels started together
+    with 187 s left, each waited ~90 s for the GPU, and none finished (results/h100/device-2026-12-07)."""
+    import threading
+    import time
+
+    from aka.evaluate.result import EvalResult, ShapeResult
+    from aka.kb.verify import BUDGET_MARGIN, DEFERRED, GPU_SHARE, MIN_START_S, estimate_wall, verify
+    root = write_kb(tmp_path / "kb")
+    rows = root / "kernels/rms_norm/rows.py"
+    twin = root / "kernels/rms_norm/twin.py"
+    twin.write_text(rows.read_text().replace("id: kernels/rms_norm/rows", "id: kernels/rms_norm/twin"))
+    rp = root.parent / "results/kb/kernels/rms_norm/rows.results.json"
+    rp.parent.mkdir(parents=True)
+    rp.write_text(json.dumps({"devices": {"cuda": {"gpu": "H100", "date": "2026-12-06", "wall_s": {"total_s": 200.0}}}}))
+    assert estimate_wall(rows, "H100") == (200.0, "its last evaluation")
+    assert estimate_wall(twin, "H100") == (200.0, "its op's kernels' median of 1")
+    assert estimate_wall(root / "kernels/softmax/online.py", "H100") == (None, "")
+    started, lock = [], threading.Lock()
+
+    def run(op, path, shapes=None, config=None):
+        from aka.problem import load_problem
+        with lock:
+            started.append(Path(path).name)
+        time.sleep(0.3)   # in flight while the other job decides
+        ids = [s.id for s in load_problem(op).select(shapes)]
+        return EvalResult(status="pass", reason="ok", problem=op, device=config.device, wall_s={"total_s": 60.0},
+                          shapes=[ShapeResult(i, "n", correct=True) for i in ids], env={"gpu": "H100"})
+    # the twin would have started on MIN_START_S; its op's 200 s does not fit in 240
+    budget = 200.0 * BUDGET_MARGIN - 10
+    assert budget > MIN_START_S
+    out = dict((p.name, st) for p, st in verify(root, "cuda", op="rms_norm", evaluate_fn=run, timing=False,
+                                                gpu="H100", budget_s=budget, force=True))
+    assert out == {"rows.py": DEFERRED, "twin.py": DEFERRED} and started == []
+    # two jobs, room for one kernel but not for a second beside it: exactly one starts
+    rp.write_text(json.dumps({"devices": {"cuda": {"gpu": "H100", "date": "2026-12-06", "wall_s": {"total_s": 60.0}}}}))
+    need = 60.0 * BUDGET_MARGIN
+    budget = need + GPU_SHARE * need - 5
+    out = dict((p.name, st) for p, st in verify(root, "cuda", op="rms_norm", evaluate_fn=run, timing=False,
+                                                gpu="H100", budget_s=budget, force=True, jobs=2))
+    assert sorted(out.values()) == sorted(["pass", DEFERRED]) and len(started) == 1
+    # with room for both side by side, both start
+    started.clear()
+    out = dict((p.name, st) for p, st in verify(root, "cuda", op="rms_norm", evaluate_fn=run, timing=False,
+                                                gpu="H100", budget_s=budget + 10, force=True, jobs=2))
+    assert list(out.values()) == ["pass", "pass"] and len(started) == 2
+
+
 def test_verify_measures_again_on_another_gpu_model(tmp_path):
     """A verdict recorded on an H100 is current on an H100 and is measured again on an H200 (else a
     kernel verified on the H100 never gets an H200 result); the record keeps both."""

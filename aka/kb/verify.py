@@ -161,6 +161,12 @@ DEFERRED = "deferred"
 # 199 s and the other three were killed at the deadline, their work lost.
 BUDGET_MARGIN = 1.25
 MIN_START_S = 90.0
+# Evaluations running side by side queue for the GPU (aka/evaluate/gpulock.py): a kernel started beside
+# others finishes later than its own time. With a budget, a start also counts GPU_SHARE of what the
+# evaluations in flight still expect to need. On 2026-12-07 (H100, results/h100/device-2026-12-07) four
+# kernels with no recorded time started together with 187 s left; each waited 88-96 s for the GPU and
+# all four were stopped at the budget's end, nothing recorded.
+GPU_SHARE = 0.5
 
 
 def expected_wall(kernel: Path, gpu: str | None = None) -> float | None:
@@ -173,6 +179,20 @@ def expected_wall(kernel: Path, gpu: str | None = None) -> float | None:
         if t:
             return float(t)
     return None
+
+
+def estimate_wall(kernel: Path, gpu: str | None = None) -> tuple[float | None, str]:
+    """(seconds, where from) for a budget's start decision: the kernel's own last GPU evaluation
+    (expected_wall), else the median of its op's other kernels' (they share the op's shapes and
+    reference, most of an evaluation's cost: a kernel new to the knowledge base has no record of its
+    own), else (None, "")."""
+    own = expected_wall(kernel, gpu)
+    if own:
+        return own, "its last evaluation"
+    sib = sorted(t for k in kernel.parent.glob("*.py") if k != kernel and (t := expected_wall(k, gpu)))
+    if sib:
+        return sib[len(sib) // 2], f"its op's kernels' median of {len(sib)}"
+    return None, ""
 
 
 def gpu_name(device: str) -> str | None:
@@ -268,10 +288,13 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
     CUDA device); a result recorded on another GPU model is verified again, not skipped.
     `budget_s`: the whole run's wall budget. A kernel whose last recorded GPU evaluation would not
     fit in what is left (expected_wall x BUDGET_MARGIN) is not started and reported DEFERRED, so a
-    later, shorter one can use the time; each evaluation's timeout is cut to what is left, and one
+    later, shorter one can use the time (a kernel with no record of its own is estimated from its op's
+    other kernels, estimate_wall; a start beside evaluations in flight also counts GPU_SHARE of what
+    they still expect to need); each evaluation's timeout is cut to what is left, and one
     killed by that cut is DEFERRED too, with nothing recorded (its time was the budget's, not the
     kernel's). `baselines=False`: eager and torch.compile are not measured, only taken from the
     baseline cache where it has them (their figures are then missing from the record elsewhere)."""
+    import threading
     import time
     from concurrent.futures import ThreadPoolExecutor
 
@@ -300,6 +323,8 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
     if oldest_first:
         paths = sorted(paths, key=lambda p: _date(device_entry(read_results(p), device, gpu)))
     t0 = time.monotonic()
+    owed_by: dict[Path, tuple[float, float]] = {}   # in flight: (seconds needed, monotonic start)
+    owed_lock = threading.Lock()
     cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*cols, console=console, transient=False) as bar:
         task = bar.add_task("verify", total=len(paths))
@@ -311,15 +336,21 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
                     return p, "skipped"
                 limit = timeout_s
                 if budget_s is not None:
-                    left = budget_s - (time.monotonic() - t0)
-                    est = expected_wall(p, gpu) if device != "cpu" else None
+                    now = time.monotonic()
+                    left = budget_s - (now - t0)
+                    est, source = estimate_wall(p, gpu) if device != "cpu" else (None, "")
                     need = est * BUDGET_MARGIN if est else MIN_START_S
+                    with owed_lock:   # the evaluations in flight: what they still expect to need
+                        owed = sum(max(0.0, n - (now - t)) for n, t in owed_by.values())
+                        if need + GPU_SHARE * owed <= left:
+                            owed_by[p] = (need, now)
                     if need > left and left <= 0:
                         return p, DEFERRED   # the budget is spent: the run's summary names these
-                    if need > left:
+                    if p not in owed_by:
+                        beside = f", {owed:.0f} s still expected by the evaluations in flight" if owed else ""
                         bar.console.print(f"{name}: deferred, {left:.0f} s of the budget left, "
-                                          + (f"its last evaluation took {est:.0f} s" if est else
-                                             f"no recorded time (needs {MIN_START_S:.0f} s)"),
+                                          + (f"{source} took {est:.0f} s" if est else
+                                             f"no recorded time (needs {MIN_START_S:.0f} s)") + beside,
                                           markup=False, highlight=False)
                         return p, DEFERRED
                     limit = min(timeout_s, left)
@@ -361,6 +392,8 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
                                   markup=False, highlight=False)
                 return p, res.status
             finally:
+                with owed_lock:
+                    owed_by.pop(p, None)
                 bar.update(task, description=name)
                 bar.advance(task)
 
