@@ -728,6 +728,16 @@ def test_verify_budget_estimates_a_new_kernel_from_its_op_and_counts_the_evaluat
     assert estimate_wall(rows, "H100") == (200.0, "its last evaluation")
     assert estimate_wall(twin, "H100") == (200.0, "its op's kernels' median of 1")
     assert estimate_wall(root / "kernels/softmax/online.py", "H100") == (None, "")
+    # a record over fewer shapes than the run's is scaled up to them (a one-shape verdict of 48 s said
+    # nothing of a 16-shape verify)
+    rp.write_text(json.dumps({"devices": {"cuda": {"gpu": "H100", "date": "2026-12-06", "shapes": [{"id": "0"}],
+                                                   "wall_s": {"total_s": 48.0}}}}))
+    assert estimate_wall(rows, "H100", 16) == (768.0, "its last evaluation")
+    assert estimate_wall(twin, "H100", 16)[0] == 768.0 and estimate_wall(rows, "H100", 1)[0] == 48.0
+    out = dict((p.name, st) for p, st in verify(root, "cuda", op="rms_norm", evaluate_fn=lambda *a, **k: 1 / 0,
+                                                timing=False, gpu="H100", budget_s=300, force=True))
+    assert out == {"rows.py": DEFERRED, "twin.py": DEFERRED}    # all of rms_norm's shapes: far over 300 s
+    rp.write_text(json.dumps({"devices": {"cuda": {"gpu": "H100", "date": "2026-12-06", "wall_s": {"total_s": 200.0}}}}))
     started, lock = [], threading.Lock()
 
     def run(op, path, shapes=None, config=None):

@@ -164,32 +164,36 @@ MIN_START_S = 90.0
 # Evaluations running side by side queue for the GPU (aka/evaluate/gpulock.py): a kernel started beside
 # others finishes later than its own time. With a budget, a start also counts GPU_SHARE of what the
 # evaluations in flight still expect to need. On 2026-12-07 (H100, results/h100/device-2026-12-07) four
-# kernels with no recorded time started together with 187 s left; each waited 88-96 s for the GPU and
-# all four were stopped at the budget's end, nothing recorded.
+# kernels whose records said 48-138 s started together with 187 s left; each waited 88-96 s for the GPU
+# and all four were stopped at the budget's end, nothing recorded.
 GPU_SHARE = 0.5
 
 
-def expected_wall(kernel: Path, gpu: str | None = None) -> float | None:
+def expected_wall(kernel: Path, gpu: str | None = None, shapes: int | None = None) -> float | None:
     """Seconds the kernel's last GPU evaluation took (`wall_s.total_s`): the GPU model in hand's
-    verdict when it has one, else the newest recorded on any GPU; None when none records it."""
+    verdict when it has one, else the newest recorded on any GPU; None when none records it. With
+    `shapes` (how many this run evaluates), a record over fewer shapes is scaled up to them: on
+    2026-12-07 grouped_dispatch's one-shape H200 record (48 s) let an all-shape verify start with 187 s
+    left, and it was stopped in its correctness stage (results/h100/device-2026-12-07)."""
     data = read_results(kernel)
     entries = [cuda_entry(data, gpu)] if gpu else []
     for e in entries + sorted(gpu_entries(data), key=_date, reverse=True):
         t = (e.get("wall_s") or {}).get("total_s")
         if t:
-            return float(t)
+            done = len(e.get("shapes") or [])
+            return float(t) * (shapes / done if shapes and done and shapes > done else 1.0)
     return None
 
 
-def estimate_wall(kernel: Path, gpu: str | None = None) -> tuple[float | None, str]:
+def estimate_wall(kernel: Path, gpu: str | None = None, shapes: int | None = None) -> tuple[float | None, str]:
     """(seconds, where from) for a budget's start decision: the kernel's own last GPU evaluation
-    (expected_wall), else the median of its op's other kernels' (they share the op's shapes and
-    reference, most of an evaluation's cost: a kernel new to the knowledge base has no record of its
-    own), else (None, "")."""
-    own = expected_wall(kernel, gpu)
+    (expected_wall, scaled to `shapes`), else the median of its op's other kernels' (they share the
+    op's shapes and reference, most of an evaluation's cost: a kernel new to the knowledge base has no
+    record of its own), else (None, "")."""
+    own = expected_wall(kernel, gpu, shapes)
     if own:
         return own, "its last evaluation"
-    sib = sorted(t for k in kernel.parent.glob("*.py") if k != kernel and (t := expected_wall(k, gpu)))
+    sib = sorted(t for k in kernel.parent.glob("*.py") if k != kernel and (t := expected_wall(k, gpu, shapes)))
     if sib:
         return sib[len(sib) // 2], f"its op's kernels' median of {len(sib)}"
     return None, ""
@@ -303,7 +307,7 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
     from aka.evaluate.api import EvalConfig, evaluate
     from aka.evaluate.result import machine_failure
     from aka.evaluate.sandbox import WALL_LIMIT, SandboxConfig
-    from aka.problem import ProblemError
+    from aka.problem import ProblemError, load_problem
     run = evaluate_fn or evaluate
     spec = shapes or ("small" if device == "cpu" else "all")
     if gpu is None and device.startswith("cuda") and evaluate_fn is None:
@@ -324,6 +328,14 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
         paths = sorted(paths, key=lambda p: _date(device_entry(read_results(p), device, gpu)))
     t0 = time.monotonic()
     owed_by: dict[Path, tuple[float, float]] = {}   # in flight: (seconds needed, monotonic start)
+
+    def n_shapes(p: Path) -> int | None:
+        """How many shapes this run evaluates for the kernel's op (None: the op does not load)."""
+        try:
+            return len(load_problem(kernel_op(p)).select(spec.split("/")[0]))
+        except ProblemError:
+            return None
+
     owed_lock = threading.Lock()
     cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*cols, console=console, transient=False) as bar:
@@ -338,7 +350,7 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
                 if budget_s is not None:
                     now = time.monotonic()
                     left = budget_s - (now - t0)
-                    est, source = estimate_wall(p, gpu) if device != "cpu" else (None, "")
+                    est, source = estimate_wall(p, gpu, n_shapes(p)) if device != "cpu" else (None, "")
                     need = est * BUDGET_MARGIN if est else MIN_START_S
                     with owed_lock:   # the evaluations in flight: what they still expect to need
                         owed = sum(max(0.0, n - (now - t)) for n, t in owed_by.values())
