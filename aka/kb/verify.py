@@ -292,9 +292,10 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
     CUDA device); a result recorded on another GPU model is verified again, not skipped.
     `budget_s`: the whole run's wall budget. A kernel whose last recorded GPU evaluation would not
     fit in what is left (expected_wall x BUDGET_MARGIN) is not started and reported DEFERRED, so a
-    later, shorter one can use the time (a kernel with no record of its own is estimated from its op's
-    other kernels, estimate_wall; a start beside evaluations in flight also counts GPU_SHARE of what
-    they still expect to need); each evaluation's timeout is cut to what is left, and one
+    later, shorter one can use the time (a record over fewer shapes than this run's is scaled up to
+    them, and a kernel with no record of its own is estimated from its op's other kernels:
+    estimate_wall; a start beside evaluations in flight also counts GPU_SHARE of what they still
+    expect to need); each evaluation's timeout is cut to what is left, and one
     killed by that cut is DEFERRED too, with nothing recorded (its time was the budget's, not the
     kernel's). `baselines=False`: eager and torch.compile are not measured, only taken from the
     baseline cache where it has them (their figures are then missing from the record elsewhere)."""
@@ -361,7 +362,7 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
                     if p not in owed_by:
                         beside = f", {owed:.0f} s still expected by the evaluations in flight" if owed else ""
                         bar.console.print(f"{name}: deferred, {left:.0f} s of the budget left, "
-                                          + (f"{source} took {est:.0f} s" if est else
+                                          + (f"{est:.0f} s expected from {source}" if est else
                                              f"no recorded time (needs {MIN_START_S:.0f} s)") + beside,
                                           markup=False, highlight=False)
                         return p, DEFERRED
