@@ -1,6 +1,7 @@
 """Programmatic dependent launch on the GPU in hand: correct, and what it saves between two short kernels.
 
     python scripts/probe_pdl.py [--out FILE] [--sizes 4096,262144,4194304] [--reps 200]
+    python scripts/probe_pdl.py --table FILE [--provenance PROVENANCE.txt]   # a run's JSON as markdown
 
 A producer (y = 2x, it signals gdc_launch_dependents first) and a consumer (z = y + 1, launched with
 launch_pdl=True, it loads its own scale before gdc_wait and y after it), each size timed as a pair
@@ -21,7 +22,12 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default="4096,262144,4194304")
     ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--out")
+    ap.add_argument("--table", help="print this run JSON's markdown table and stop (no GPU needed)")
+    ap.add_argument("--provenance", help="with --table: the call's provenance.txt (source commit, date)")
     a = ap.parse_args(argv)
+    if a.table:
+        print(table(json.load(open(a.table)), open(a.provenance).read() if a.provenance else ""))
+        return 0
     import torch
     import triton
     import triton.language as tl
@@ -84,12 +90,30 @@ def main(argv=None) -> int:
                      "correct_pdl_in_graph": bool(torch.equal(z, x * 2.0 + 1.0)),
                      "pair_us_plain": statistics.median(times[False]), "pair_us_pdl": statistics.median(times[True])})
         print(json.dumps(rows[-1]), flush=True)
+    import datetime
+    import os
     out = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-           "reps": a.reps, "rows": rows}
+           "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "git_sha": os.environ.get("AKA_GIT_SHA"), "reps": a.reps, "rows": rows}
     if a.out:
         with open(a.out, "w") as f:
             json.dump(out, f, indent=1)
     return 0 if all(r["correct_plain"] and r["correct_pdl"] and r["correct_pdl_in_graph"] for r in rows) else 1
+
+
+def table(run: dict, provenance: str = "") -> str:
+    """The run as the results README shows it: provenance line, then a row per size."""
+    src = next((ln.split()[1] for ln in provenance.splitlines() if ln.startswith("source ")), run.get("git_sha"))
+    date = next((ln for ln in provenance.splitlines() if ln[:4].isdigit() and "T" in ln), run.get("date"))
+    lines = [f"{run['gpu']}, torch {run['torch']}, triton {run['triton']}, source {src or '?'}, {date or '?'}; "
+             f"a pair timed inside a CUDA graph of {run['reps']} pairs, median of five rounds", "",
+             "| elements | programs | correct (plain / PDL / PDL in graph) | pair, plain | pair, PDL | saved |",
+             "|---|---|---|---|---|---|"]
+    for r in run["rows"]:
+        ok = " / ".join("yes" if r[k] else "NO" for k in ("correct_plain", "correct_pdl", "correct_pdl_in_graph"))
+        lines.append(f"| {r['n']:,} | {r['grid']:,} | {ok} | {r['pair_us_plain']:.2f} us | {r['pair_us_pdl']:.2f} us "
+                     f"| {r['pair_us_plain'] - r['pair_us_pdl']:.2f} us |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -211,3 +211,13 @@ def test_pack_out_brings_the_baselines_and_kb_copy_merges_an_earlier_calls_verdi
     assert merged["devices"]["cpu"] == committed["devices"]["cpu"]          # the committed ones kept
     tracked = json.loads((REPO_ROOT / "results" / "kb" / f"{kernel}.results.json").read_text())
     assert "Test GPU 9000" not in json.dumps(tracked)                       # the tree untouched
+
+
+def test_probe_pdl_table_renders_the_committed_run_with_its_provenance():
+    """results/h100/device-2026-12-07/pdl.md is what `probe_pdl.py --table` writes from the call's JSON."""
+    import sys
+    d = REPO_ROOT / "results" / "h100" / "device-2026-12-07"
+    out = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "probe_pdl.py"), "--table", str(d / "call1" / "pdl.json"),
+                          "--provenance", str(d / "call1" / "provenance.txt")], capture_output=True, text=True, check=True)
+    assert out.stdout == (d / "pdl.md").read_text()
+    assert "source bb37a0a99b9d, 2026-12-07T00:00:57Z" in out.stdout and "| 4,096 | 4 | yes / yes / yes |" in out.stdout

@@ -101,10 +101,13 @@ def _clean(raw: dict) -> dict:
         d["sass_instructions"] = num(sass.get("instructions"))
         d["largest_loop"] = max((n for n in map(num, loops[:64]) if n is not None), default=None)
         # the tensor-core dots (compile_check.mma_dots): shape, warps, and how often each is computed
-        d["dots"] = [{"m": num(x.get("m")), "n": num(x.get("n")), "dup": num(x.get("dup")),
-                      "warps": [num(w) for w in list(x.get("warps") or [])[:2]],
-                      "instr": [num(w) for w in list(x.get("instr") or [])[:3]]}
-                     for x in list(lr.get("dots") or [])[:8] if isinstance(x, dict)]
+        # (a dot without every number is left out: dot_notes reads them all)
+        dots = ({"m": num(x.get("m")), "n": num(x.get("n")), "dup": num(x.get("dup")),
+                 "warps": [num(w) for w in list(x.get("warps") or [])[:2]],
+                 "instr": [num(w) for w in list(x.get("instr") or [])[:3]]}
+                for x in list(lr.get("dots") or [])[:8] if isinstance(x, dict))
+        d["dots"] = [x for x in dots if x["m"] and x["n"] and x["dup"] and len(x["warps"]) == 2
+                     and None not in x["warps"] and len(x["instr"]) >= 2 and None not in x["instr"][:2]]
         launches.append(d)
     return {"available": bool(raw.get("available", True)), "ok": bool(raw.get("ok")),
             "error": text(raw.get("error"), 300), "reason": text(raw.get("reason"), 300), "launches": launches}
@@ -117,15 +120,8 @@ def refused_launches(report: dict | None) -> list[dict]:
     return [lr for lr in report.get("launches") or [] if lr.get("error")]
 
 
-def _whole_dots(dots) -> list[dict]:
-    """The cleaned dots that carry every number dot_notes needs."""
-    return [d for d in dots or [] if d.get("m") and d.get("n") and d.get("dup")
-            and len(d.get("warps") or []) == 2 and None not in d["warps"]
-            and len(d.get("instr") or []) >= 2 and None not in d["instr"][:2]]
-
-
 def _launch_dot_lines(lr: dict) -> list[str]:
-    return [f"{lr['kernel']}: {note}" for note in dot_notes(_whole_dots(lr.get("dots")))]
+    return [f"{lr['kernel']}: {note}" for note in dot_notes(lr.get("dots") or [])]
 
 
 def dot_lines(report: dict | None) -> list[str]:

@@ -299,6 +299,7 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
     killed by that cut is DEFERRED too, with nothing recorded (its time was the budget's, not the
     kernel's). `baselines=False`: eager and torch.compile are not measured, only taken from the
     baseline cache where it has them (their figures are then missing from the record elsewhere)."""
+    import functools
     import threading
     import time
     from concurrent.futures import ThreadPoolExecutor
@@ -330,10 +331,11 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
     t0 = time.monotonic()
     owed_by: dict[Path, tuple[float, float]] = {}   # in flight: (seconds needed, monotonic start)
 
-    def n_shapes(p: Path) -> int | None:
-        """How many shapes this run evaluates for the kernel's op (None: the op does not load)."""
+    @functools.cache
+    def op_shapes(op_name: str) -> int | None:
+        """How many shapes this run evaluates for an op (None: the op does not load); once per op."""
         try:
-            return len(load_problem(kernel_op(p)).select(spec.split("/")[0]))
+            return len(load_problem(op_name).select(spec.split("/")[0]))
         except ProblemError:
             return None
 
@@ -351,7 +353,7 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
                 if budget_s is not None:
                     now = time.monotonic()
                     left = budget_s - (now - t0)
-                    est, source = estimate_wall(p, gpu, n_shapes(p)) if device != "cpu" else (None, "")
+                    est, source = estimate_wall(p, gpu, op_shapes(kernel_op(p))) if device != "cpu" else (None, "")
                     need = est * BUDGET_MARGIN if est else MIN_START_S
                     with owed_lock:   # the evaluations in flight: what they still expect to need
                         owed = sum(max(0.0, n - (now - t)) for n, t in owed_by.values())
