@@ -212,3 +212,98 @@ def test_a_dot_feeding_another_gets_every_warp_on_m_in_the_offline_compile(chain
     if rows == 64:                              # QK wgmma per warpgroup: the whole 64x64x128 score either way
         shape = "m64n32k16" if warps == 8 else "m64n64k16"
         assert k.asm["ptx"].count(f"wgmma.mma_async.sync.aligned.{shape}") == (16 if warps == 8 else 8)
+
+
+PTX_WAITS = """
+\twgmma.fence.sync.aligned;
+\twgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {...};
+\twgmma.commit_group.sync.aligned;
+\twgmma.wait_group.sync.aligned 1;
+\t@%p7 wgmma.wait_group.sync.aligned 0;
+"""
+
+
+def test_wgmma_waits_reads_commits_and_each_waits_depth():
+    from aka.evaluate.compile_report import _clean, summary_lines
+    from aka.kb.compile_check import wait_notes, wgmma_waits
+    w = wgmma_waits(PTX_WAITS)
+    assert w == {"commits": 1, "waits": [1, 0]} and wait_notes(w) == []
+    serial = wgmma_waits(PTX_WAITS.replace("aligned 1;", "aligned 0;"))
+    assert serial["waits"] == [0, 0] and "serialized" in wait_notes(serial)[0]
+    assert wgmma_waits("\tmma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {...};") == {}
+    raw = {"available": True, "ok": True, "launches": [
+        {"kernel": "_mm", "num_warps": 8, "registers": 160, "spill_bytes": 0, "shared_bytes": 147456,
+         "wgmma": serial},
+        {"kernel": "_junk", "num_warps": 4, "wgmma": {"commits": 2, "waits": ["x"]}}]}
+    rep = _clean(raw)
+    assert rep["launches"][1]["wgmma"] == {}    # unreadable: nothing said
+    lines = summary_lines(rep)
+    assert lines[1].startswith("_mm: wgmma serialized: all 1 group(s)") and len(lines) == 3
+
+
+@pytest.fixture(scope="module")
+def k_loops():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _k_loop(a_ptr, b_ptr, s_ptr, c_ptr, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                FRESH: tl.constexpr, TMA: tl.constexpr):
+        rm, rn, rk = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, BK)
+        a_d = tl.make_tensor_descriptor(a_ptr, [BM, K], [K, 1], [BM, BK])
+        b_d = tl.make_tensor_descriptor(b_ptr, [BN, K], [K, 1], [BN, BK])
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(0, K, BK):
+            if TMA:
+                a = a_d.load([0, k])
+                b = b_d.load([0, k]).T
+            else:
+                a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
+                b = tl.load(b_ptr + rn[:, None] * K + (k + rk)[None, :]).T
+            if FRESH == 1:    # a per-K-step scale (fp8 block scaling): the dot starts from zero each step
+                acc += tl.dot(a, b) * tl.load(s_ptr + k // BK)
+            elif FRESH == 2:  # folded into the carried form
+                acc += tl.dot(a, b)
+            else:             # the accumulator carried through the dot
+                acc = tl.dot(a, b, acc)
+        tl.store(c_ptr + rm[:, None] * BN + rn[None, :], acc)
+    return _k_loop
+
+
+@pytest.mark.parametrize("fresh,tma,aligned,in_flight", [(0, True, True, True), (0, False, True, True),
+                                                         (2, True, True, True), (0, False, False, False),
+                                                         (1, True, True, False), (1, False, True, False)])
+def test_a_wgmma_group_stays_in_flight_only_for_a_carried_accumulator_fed_asynchronously(
+        k_loops, fresh, tma, aligned, in_flight):
+    """Triton 3.6 on sm_90a, a pipelined K loop at 128x128 on 8 warps: `acc = tl.dot(a, b, acc)` with its
+    operands brought to shared memory asynchronously (tensor descriptors, or pointer loads Triton can
+    issue as 16-byte cp.async) waits with wait_group 1, the next group issued while one runs. Pointer
+    loads it cannot prove 16-byte aligned are not pipelined and a fresh dot the loop scales at once
+    waits with 0 after every group (knowledge_base/triton/tl-dot.md, "When the tensor cores wait").
+    A Triton that changes this fails here."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from aka.kb.compile_check import wait_notes, wgmma_waits
+    sig = {"a_ptr": "*bf16", "b_ptr": "*bf16", "s_ptr": "*fp32", "c_ptr": "*fp32", "K": "i32",
+           "BM": "constexpr", "BN": "constexpr", "BK": "constexpr", "FRESH": "constexpr", "TMA": "constexpr"}
+    # what the launcher marks for a 16-byte-aligned pointer or an int divisible by 16; K alone otherwise
+    attrs = {(i,): [["tt.divisibility", 16]] for i in ((0, 1, 2, 3, 4) if aligned else (4,))}
+    k = triton.compile(ASTSource(fn=k_loops, signature=sig, constexprs={"BM": 128, "BN": 128, "BK": 64,
+                                                                       "FRESH": fresh, "TMA": tma}, attrs=attrs),
+                       target=GPUTarget("cuda", 90, 32), options={"num_warps": 8, "num_stages": 3})
+    ptx = k.asm["ptx"]
+    w = wgmma_waits(ptx)
+    assert w["commits"] >= 1
+    assert (max(w["waits"]) >= 1) == in_flight and bool(wait_notes(w)) != in_flight, w
+    if not tma:
+        assert ("cp.async" in ptx) == aligned   # unaligned pointer loads go through registers, unpipelined
+
+
+def test_cli_lists_the_launches_that_wait_for_every_wgmma_group(capsys):
+    """fp8 block scaling promotes a fresh dot every K step, so every one of its tile launches waits with 0."""
+    from aka.cli import main
+    assert main(["kb", "compile-check", "--op", "fp8_block_scaled_gemm", "--kernel", "dispatch", "--shapes", "12"]) == 0
+    out = capsys.readouterr().out
+    assert "wait for every wgmma group at once" in out and "fp8_block_scaled_gemm/dispatch _fp8_mm_tma (8 warps" in out

@@ -221,3 +221,21 @@ def test_probe_pdl_table_renders_the_committed_run_with_its_provenance():
                           "--provenance", str(d / "call1" / "provenance.txt")], capture_output=True, text=True, check=True)
     assert out.stdout == (d / "pdl.md").read_text()
     assert "source bb37a0a99b9d, 2026-12-07T00:00:57Z" in out.stdout and "| 4,096 | 4 | yes / yes / yes |" in out.stdout
+
+
+def test_tune_pairs_matches_records_that_differ_in_one_key_only():
+    import importlib.util
+
+    from aka.problem import REPO_ROOT
+    spec = importlib.util.spec_from_file_location("tune_pairs", REPO_ROOT / "scripts" / "tune_pairs.py")
+    tp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tp)
+    rec = [{"op": "x", "shape": "1", "M": 4096, "N": 64, "K": 128, "config": {"BM": 128, "TMA": 0}, "us": 11.0, "correct": True},
+           {"op": "x", "shape": "1", "M": 4096, "N": 64, "K": 128, "config": {"BM": 128, "TMA": 1}, "us": 10.0, "correct": True},
+           {"op": "x", "shape": "1", "M": 4096, "N": 64, "K": 128, "config": {"BM": 64, "TMA": 1}, "us": 9.0, "correct": True},
+           {"op": "x", "shape": "2", "M": 8, "N": 64, "K": 128, "config": {"BM": 128, "TMA": 0}, "us": 5.0, "correct": True},
+           {"op": "x", "shape": "2", "M": 8, "N": 64, "K": 128, "config": {"BM": 128, "TMA": 1}, "us": 4.0, "correct": False},
+           {"op": "y", "shape": "1", "M": 4096, "N": 64, "K": 128, "config": {"BM": 128, "TMA": 0}, "us": 1.0, "correct": True}]
+    got = tp.pairs(rec, "TMA", op="x")
+    assert [(p["shape"], p["MxNxK"], p["config"], p["us"]) for p in got] == [("1", "4096x64x128", {"BM": 128}, [11.0, 10.0])]
+    assert abs(got[0]["ratio"] - 1.1) < 1e-9 and tp.pairs(rec, "TMA", min_m=5000) == []

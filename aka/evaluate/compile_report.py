@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
-from aka.kb.compile_check import dot_notes
+from aka.kb.compile_check import dot_notes, wait_notes
 
 MARK = "AKA_COMPILE_REPORT "
 MAX_LAUNCHES = 24
@@ -108,6 +108,11 @@ def _clean(raw: dict) -> dict:
                 for x in list(lr.get("dots") or [])[:8] if isinstance(x, dict))
         d["dots"] = [x for x in dots if x["m"] and x["n"] and x["dup"] and len(x["warps"]) == 2
                      and None not in x["warps"] and len(x["instr"]) >= 2 and None not in x["instr"][:2]]
+        # the wgmma groups and waits (compile_check.wgmma_waits): counts only
+        w = lr.get("wgmma") if isinstance(lr.get("wgmma"), dict) else {}
+        waits = [num(x) for x in list(w.get("waits") or [])[:32]]
+        d["wgmma"] = ({"commits": num(w.get("commits")), "waits": waits}
+                      if num(w.get("commits")) and None not in waits else {})
         launches.append(d)
     return {"available": bool(raw.get("available", True)), "ok": bool(raw.get("ok")),
             "error": text(raw.get("error"), 300), "reason": text(raw.get("reason"), 300), "launches": launches}
@@ -157,6 +162,7 @@ def summary_lines(report: dict | None, limit: int = 8) -> list[str]:
         out.append(f"{lr['kernel']} ({nw} warp{'' if nw == 1 else 's'}): {lr.get('registers')} registers{spill}, "
                    f"{smem}{ctas}{sass}")
         out += _launch_dot_lines(lr)
+        out += [f"{lr['kernel']}: {note}" for note in wait_notes(lr.get("wgmma") or {})]
     return out
 
 

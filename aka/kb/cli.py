@@ -134,7 +134,7 @@ def cmd_compile_check(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from aka.kb.compile_check import compile_check, dot_notes
+    from aka.kb.compile_check import compile_check, dot_notes, wait_notes
     from aka.problem import REPO_ROOT
     from aka.util import parse_assignments
     kernels = sorted((REPO_ROOT / "knowledge_base" / "kernels").glob(f"{args.op or '*'}/{args.kernel or '*'}.py"))
@@ -155,12 +155,13 @@ def cmd_compile_check(args) -> int:
     # (compile_check.memory_ops: static counts, each instruction once)
     # SASS: instructions in the kernel; loops: each loop body's instructions (compile_check.parse_sass)
     # dots: each tensor-core dot's output M x N, its warps over M x N, and xK where it is computed K times
-    # (compile_check.mma_dots)
+    # (compile_check.mma_dots); wgmma: its wgmma groups and the N of each wait_group N in program order
+    # (compile_check.wgmma_waits: all 0 = the warpgroup waits for every group at once)
     cols = ["kernel", "launch", "warps", "smem B", "regs", "spill B", "CTAs/SM", "ld.g s/v", "smem<4B ld/st",
-            "SASS", "loops", "dots"] + (["top SASS ops"] if args.ops else []) + ["error"]
+            "SASS", "loops", "dots", "wgmma"] + (["top SASS ops"] if args.ops else []) + ["error"]
     for col in cols:
         t.add_column(col)
-    failed, dup = 0, []
+    failed, dup, ser = 0, [], []
     for k in kernels:
         try:
             r = compile_check(k.parent.name, str(k), shape_ids, capability=args.sm, params=params or None,
@@ -175,12 +176,16 @@ def cmd_compile_check(args) -> int:
                 continue
             m, sa = lr.mem or {}, lr.sass or {}
             dup += [f"{k.parent.name}/{k.stem} {lr.kernel} ({lr.num_warps} warps): {n}" for n in dot_notes(lr.dots)]
+            if wait_notes(lr.wgmma):
+                ser.append(f"{k.parent.name}/{k.stem} {lr.kernel} ({lr.num_warps} warps, "
+                           f"{lr.ctas_per_sm if lr.ctas_per_sm is not None else '?'} per SM)")
             top = ", ".join(f"{op} {n}" for op, n in list(sa.get("ops", {}).items())[:args.ops])
             t.add_row(f"{k.parent.name}/{k.stem}", lr.kernel, str(lr.num_warps), str(lr.shared_bytes),
                       str(lr.registers), str(lr.spill_bytes), str(lr.ctas_per_sm if lr.ctas_per_sm is not None else "-"),
                       f"{m.get('ld_global_scalar', '-')}/{m.get('ld_global_vector', '-')}",
                       f"{m.get('ld_shared_narrow', '-')}/{m.get('st_shared_narrow', '-')}",
                       str(sa.get("instructions", "-")), _fmt_loops(sa.get("loops", [])), _fmt_dots(lr.dots),
+                      _fmt_wgmma(lr.wgmma),
                       *([top or "-"] if args.ops else []), lr.error or "")
     Console(soft_wrap=True).print(t)
     print(f"{len(kernels)} kernels, {failed} with compile errors")
@@ -188,7 +193,17 @@ def cmd_compile_check(args) -> int:
         print(f"{len(dict.fromkeys(dup))} dot(s) computed more than once:")
         for line in dict.fromkeys(dup):
             print(f"  {line}")
+    if ser:
+        print(f"{len(dict.fromkeys(ser))} launch(es) wait for every wgmma group at once (wait_group 0 only; "
+              "only other warpgroups or programs on the SM overlap their tensor-core work):")
+        for line in dict.fromkeys(ser):
+            print(f"  {line}")
     return 1 if failed else 0
+
+
+def _fmt_wgmma(w: dict) -> str:
+    """'2: 0,1': the wgmma groups committed, then the N of each wait_group N ('-' without wgmma)."""
+    return f"{w['commits']}: {','.join(map(str, w.get('waits') or [])) or '-'}" if w else "-"
 
 
 def _fmt_dots(dots: list[dict]) -> str:

@@ -32,6 +32,7 @@ class LaunchReport:
     sass: dict = field(default_factory=dict)  # sass_profile() of its cubin
     ctas_per_sm: int | None = None            # resident programs per SM by registers, shared memory, warps
     dots: list = field(default_factory=list)  # mma_dots() of its TTGIR
+    wgmma: dict = field(default_factory=dict)  # wgmma_waits() of its PTX
 
 
 # Per SM, by compute capability (CUDA C++ Programming Guide, "Features and Technical Specifications"):
@@ -192,6 +193,42 @@ def dot_notes(dots: list[dict]) -> list[str]:
     return out
 
 
+# Hopper's asynchronous MMA in PTX: a warpgroup issues `wgmma.mma_async`, closes a group with
+# `wgmma.commit_group.sync.aligned;` and blocks on `wgmma.wait_group.sync.aligned N;` until at most N
+# groups are still in flight (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate").
+_WGMMA_COMMIT = re.compile(r"^\s*(?:@!?%p\d+\s+)?wgmma\.commit_group\.sync\.aligned\s*;", re.M)
+_WGMMA_WAIT = re.compile(r"^\s*(?:@!?%p\d+\s+)?wgmma\.wait_group\.sync\.aligned\s+(\d+)\s*;", re.M)
+
+
+def wgmma_waits(ptx: str) -> dict:
+    """A kernel's wgmma groups in its PTX: `commits`, and `waits`, the N of each `wgmma.wait_group N`
+    in program order ({} without wgmma). Static: each instruction once, however often a loop runs it.
+    A wait of 0 blocks until the warpgroup's tensor-core work is done; a wait of 1 lets one group run
+    on while the warps go on. Triton 3.6 keeps one in flight (a wait of 1 in the K loop) only for a dot
+    that accumulates into its loop-carried accumulator (`acc = tl.dot(a, b, acc)`) and whose operands
+    reach shared memory asynchronously: tensor descriptors (TMA), or pointer loads it can issue as
+    16-byte cp.async. A fresh dot the loop uses at once (fp8 block scaling's `acc += tl.dot(a, b) *
+    scale`, attention's QK and PV) and operands loaded through registers (pointers it cannot prove
+    16-byte aligned are not pipelined) wait with 0 after every group (offline sm_90a,
+    tests/test_compile_check.py; knowledge_base/triton/tl-dot.md, "When the tensor cores wait")."""
+    commits = len(_WGMMA_COMMIT.findall(ptx))
+    if not commits:
+        return {}
+    return {"commits": commits, "waits": [int(n) for n in _WGMMA_WAIT.findall(ptx)]}
+
+
+def wait_notes(wgmma: dict) -> list[str]:
+    """One line when every wgmma group is waited for at once, as the agent's compile report and the
+    CLI say it; none otherwise."""
+    commits, waits = wgmma.get("commits") or 0, wgmma.get("waits") or []
+    if not commits or not waits or max(waits) > 0:
+        return []
+    return [f"wgmma serialized: all {commits} group(s) waited for with wait_group 0, so a warpgroup's "
+            "tensor cores idle while it waits; only acc = tl.dot(a, b, acc) with operands loaded asynchronously "
+            "(TMA, or 16-byte-aligned pointer loads pipelined as cp.async) keeps one in flight; otherwise other "
+            "warpgroups or programs on the SM fill the gap"]
+
+
 def _triton_tool(name: str) -> str:
     """A CUDA tool that ships in Triton's wheel (ptxas, nvdisasm), by path."""
     import triton
@@ -288,6 +325,7 @@ def compiling_launches(report: CompileReport, capability: int = 90, sass: bool =
             lr.sass = sass_profile(k.asm.get("cubin")) if sass else {}
             lr.ctas_per_sm = ctas_per_sm(lr.registers, nw, lr.shared_bytes, capability)
             lr.dots = mma_dots(k.asm.get("ttgir", ""))
+            lr.wgmma = wgmma_waits(k.asm["ptx"])
         except Exception as e:  # noqa: BLE001 - the compiler's refusal is the finding
             lr.error = f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:300] if str(e).strip() else ''}"
             report.ok = False
