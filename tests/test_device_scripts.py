@@ -224,12 +224,9 @@ def test_probe_pdl_table_renders_the_committed_run_with_its_provenance():
 
 
 def test_tune_pairs_matches_records_that_differ_in_one_key_only():
-    import importlib.util
-
+    from aka.evaluate.loader import import_file
     from aka.problem import REPO_ROOT
-    spec = importlib.util.spec_from_file_location("tune_pairs", REPO_ROOT / "scripts" / "tune_pairs.py")
-    tp = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tp)
+    tp = import_file(REPO_ROOT / "scripts" / "tune_pairs.py", "tune_pairs")
     rec = [{"op": "x", "shape": "1", "M": 4096, "N": 64, "K": 128, "config": {"BM": 128, "TMA": 0}, "us": 11.0, "correct": True},
            {"op": "x", "shape": "1", "M": 4096, "N": 64, "K": 128, "config": {"BM": 128, "TMA": 1}, "us": 10.0, "correct": True},
            {"op": "x", "shape": "1", "M": 4096, "N": 64, "K": 128, "config": {"BM": 64, "TMA": 1}, "us": 9.0, "correct": True},
