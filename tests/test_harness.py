@@ -121,18 +121,27 @@ def test_scrubbed_env_keeps_only_the_allow_list(monkeypatch):
     assert not [k for k in env if any(w in k.upper() for w in sandbox.ENV_DENY_WORDS)]
 
 
-def test_the_judge_gets_the_callers_cache_root(monkeypatch, tmp_path):
+@pytest.mark.parametrize("forked", [False, True], ids=["fresh", "forked"])
+def test_the_judge_gets_the_callers_cache_root(monkeypatch, tmp_path, forked):
     """AKA_CACHE_DIR does not pass the scrub; the judge must still know it (its runners' Triton
-    caches, its driver module, the cache paths it hides from the runner live under it)."""
+    caches, its driver module, the cache paths it hides from the runner live under it). Forked:
+    the environment the zygote's child takes (aka/evaluate/forkserver.py)."""
+    from aka.evaluate import forkserver
     monkeypatch.setenv("AKA_CACHE_DIR", str(tmp_path / "cache"))
     seen = []
-    real = subprocess.Popen
+    real, real_spawn = subprocess.Popen, forkserver.ForkServer.spawn
 
     def spy(cmd, *a, **kw):
         if "aka.evaluate.judge" in cmd:
             seen.append(kw["env"])
         return real(cmd, *a, **kw)
+
+    def spy_spawn(self, spec_path, fd, cwd, env, *a):
+        seen.append(env)
+        return real_spawn(self, spec_path, fd, cwd, env, *a)
     monkeypatch.setattr(sandbox.subprocess, "Popen", spy)
+    monkeypatch.setattr(forkserver.ForkServer, "spawn", spy_spawn)
+    monkeypatch.setattr(forkserver, "enabled", lambda device, user: forked)
     res = evaluate(PROBLEMS / "vec_add", HONEST / "vec_add.py", shapes="0",
                    config=EvalConfig(device="cpu", timing=False))
     assert res.status == "pass", res.reason

@@ -118,17 +118,42 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def _judge_and_runner(parent: int):
+    """The judge among the parent's descendants (started fresh, or forked from the judge zygote,
+    aka/evaluate/forkserver.py, whose children all are judges) and its runner."""
+    def cmd(p):
+        try:
+            return Path(f"/proc/{p}/cmdline").read_bytes()
+        except OSError:
+            return b""
+    judges = []
+    for p in _children(parent):
+        if b"aka.evaluate.judge" in cmd(p):
+            judges.append(p)
+        elif b"aka.evaluate.forkserver" in cmd(p):
+            judges += _children(p)
+    for judge in judges:
+        kids = [p for p in _children(judge) if b"aka.evaluate.runner" in cmd(p)]
+        if kids:
+            return judge, kids[0]
+    return (judges[0] if judges else None), None
+
+
+@pytest.mark.parametrize("forked", [False, True], ids=["fresh", "forked"])
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
-def test_judge_and_runner_die_with_a_parent_killed_by_signal(sig):
+def test_judge_and_runner_die_with_a_parent_killed_by_signal(sig, forked):
     """A parent killed by SIGTERM or SIGHUP (not a KeyboardInterrupt it could handle) takes the
-    judge and the runner with it: an evaluation outliving it was seen holding the GPU for ~40 s."""
+    judge and the runner with it: an evaluation outliving it was seen holding the GPU for ~40 s.
+    Forked: the judge is a child of the zygote, which dies with the parent and takes it along."""
     import signal
     import subprocess
     import sys
     import time
     # the parent takes the signal's default action even where it inherited SIGHUP ignored (a suite
     # started under nohup: there it never died and the test timed out)
-    code = ("import signal; signal.signal(signal.SIGHUP, signal.SIG_DFL); "
+    mode = ("import aka.evaluate.forkserver as fs; fs.enabled = lambda device, user: device == 'cpu'; " if forked
+            else "import os; os.environ['AKA_JUDGE_FORKSERVER'] = '0'; ")
+    code = ("import signal; signal.signal(signal.SIGHUP, signal.SIG_DFL); " + mode +
             "from aka.evaluate.api import EvalConfig, evaluate; from aka.evaluate.sandbox import SandboxConfig; "
             f"evaluate({str(PROBLEM)!r}, {str(HERE / 'fixtures/candidates/cheats/infinite_loop_forward.py')!r}, "
             "config=EvalConfig(device='cpu', seed=1, sandbox=SandboxConfig(timeout_s=900, idle_timeout_s=900)))")
@@ -137,11 +162,7 @@ def test_judge_and_runner_die_with_a_parent_killed_by_signal(sig):
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and runner is None:
         time.sleep(0.5)
-        judges = [p for p in _children(parent.pid) if b"aka.evaluate.judge" in Path(f"/proc/{p}/cmdline").read_bytes()]
-        if judges:
-            judge = judges[0]
-            kids = [p for p in _children(judge) if b"aka.evaluate.runner" in Path(f"/proc/{p}/cmdline").read_bytes()]
-            runner = kids[0] if kids else None
+        judge, runner = _judge_and_runner(parent.pid)
     assert judge and runner, "the evaluation did not reach its runner in time"
     time.sleep(1.0)
     parent.send_signal(getattr(signal, sig))

@@ -19,23 +19,32 @@ from __future__ import annotations
 import os
 import sys
 
+
+def _plain_segments() -> None:
+    """torch's CUDA IPC shares an expandable segment through pidfd_getfd, which needs ptrace rights
+    over the judge that a runner without capabilities lacks (H200: "pidfd_getfd: Operation not
+    permitted"); the judge's allocations, the only ones that cross, use plain segments."""
+    alloc = [c for c in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "").split(",")
+             if c.strip() and not c.replace(" ", "").startswith("expandable_segments")]
+    if alloc:
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = ",".join(alloc)
+    else:
+        os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+
+
+def _start_runner(spec_path: str):
+    try:
+        from aka.evaluate.confine import early_runner
+        return early_runner(spec_path)
+    except Exception:  # noqa: BLE001 - main() starts it the slow way and reports what fails
+        return None
+
+
 if __name__ == "__main__":  # die with the parent and start the runner, before torch's import
     from aka.evaluate.deathwatch import die_with_parent
     die_with_parent("AKA_PARENT_PID")
-    # torch's CUDA IPC shares an expandable segment through pidfd_getfd, which needs ptrace rights
-    # over the judge that a runner without capabilities lacks (H200: "pidfd_getfd: Operation not
-    # permitted"); the judge's allocations, the only ones that cross, use plain segments.
-    _alloc = [c for c in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "").split(",")
-              if c.strip() and not c.replace(" ", "").startswith("expandable_segments")]
-    if _alloc:
-        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = ",".join(_alloc)
-    else:
-        os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
-    try:
-        from aka.evaluate.confine import early_runner
-        _EARLY = early_runner(sys.argv[1])
-    except Exception:  # noqa: BLE001 - main() starts it the slow way and reports what fails
-        _EARLY = None
+    _plain_segments()
+    _EARLY = _start_runner(sys.argv[1])
 
 import json  # noqa: E402
 import threading  # noqa: E402
@@ -541,6 +550,17 @@ def main(argv: list[str]) -> int:
             if why:
                 print(f"judge: Triton's driver module not built for the next runners: {why}", file=sys.stderr)
     os._exit(0)
+
+
+def forked_main(argv: list[str]) -> int:
+    """main() in a judge forked from aka/evaluate/forkserver.py, torch already imported: the same
+    steps as `python -m aka.evaluate.judge` (its runner started first, then the warm-up thread)."""
+    global _EARLY, _WARM
+    _plain_segments()
+    _EARLY = _start_runner(argv[1])
+    if _EARLY is not None:
+        _WARM = _warm_up(_EARLY[0])
+    return main(argv)
 
 
 if __name__ == "__main__":

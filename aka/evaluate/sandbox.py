@@ -26,6 +26,9 @@ What this design does:
   * on a GPU the runner's sample times are claims: the judge samples the baselines itself in the same
     interleaved rounds, checks outputs of the timed work it picks afterwards in its own buffers, and
     rejects claims its own clock contradicts (aka/evaluate/timed.py);
+  * on CPU, where the runner is confined as another user, the judge is a fork of a zygote that has
+    imported torch and aka's harness and nothing of any evaluation (aka/evaluate/forkserver.py says
+    what that keeps and where it is not used): the same process, a second and a half of CPU sooner;
   * every evaluation gets its own process group, killed whole on timeout, on an idle judge (no progress
     for `idle_timeout_s`), or when the parent is interrupted; the judge dies with its parent
     (PR_SET_PDEATHSIG: SIGTERM and SIGHUP of the parent too) and the runner with the judge;
@@ -176,10 +179,13 @@ def run_worker(spec, candidate_source: str, problem_files: list[Path],
             extra["CUDA_VISIBLE_DEVICES"] = cfg.visible_devices
         r, w = os.pipe()
         out_f, err_f = open(tmp / "stdout.txt", "wb"), open(tmp / "stderr.txt", "wb")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "aka.evaluate.judge", str(tmp / "spec.json"), str(w)],
-            cwd=tmp, env=scrubbed_env(extra), stdin=subprocess.DEVNULL, stdout=out_f, stderr=err_f,
-            pass_fds=(w,), start_new_session=True)
+        env = scrubbed_env(extra)
+        proc = _forked_judge(spec, files, tmp, env, w, out_f, err_f)
+        if proc is None:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "aka.evaluate.judge", str(tmp / "spec.json"), str(w)],
+                cwd=tmp, env=env, stdin=subprocess.DEVNULL, stdout=out_f, stderr=err_f,
+                pass_fds=(w,), start_new_session=True)
         os.close(w)
         result, killed = _pump(proc, r, cfg, on_progress)
         out_f.close()
@@ -198,6 +204,23 @@ def run_worker(spec, candidate_source: str, problem_files: list[Path],
         if not cfg.keep_dir:
             shutil.rmtree(tmp, ignore_errors=True)
             shutil.rmtree(rdir, ignore_errors=True)
+
+
+def _forked_judge(spec, files: list[Path], tmp: Path, env: dict, w: int, out_f, err_f):
+    """A CPU judge forked from a zygote that has imported torch already (aka/evaluate/forkserver.py,
+    where it is used and why), or None: the judge starts fresh."""
+    from aka.evaluate import forkserver
+    if spec.device != "cpu" or not forkserver.enabled(spec.device, spec.settings.runner_user):
+        return None
+    srv = forkserver.server_for(env, forkserver.harness_digest(trusted_files([])))
+    if srv is None:
+        return None
+    try:
+        return srv.spawn(str(tmp / "spec.json"), w, str(tmp), env, out_f.fileno(), err_f.fileno())
+    except (OSError, RuntimeError) as e:
+        print(f"aka: the judge starts fresh ({e})", file=sys.stderr)
+        forkserver.forget(srv)
+        return None
 
 
 def _pump(proc, fd, cfg, on_progress):
