@@ -58,6 +58,7 @@ def test_forked_judges_give_the_verdicts_of_fresh_ones(forked, monkeypatch):
     assert wrong.status == "incorrect" and fallback.status == "fallback"
     assert [wrong.reason, fallback.reason] == [fresh[1].reason, fresh[2].reason]
     assert honest[0].env["runner"] == fresh[0].env["runner"]  # the same confinement of the runner
+    assert [honest[0].env["judge"], fresh[0].env["judge"]] == ["forked", "fresh"]  # the record says which
 
 
 def test_a_hung_candidate_is_killed_with_its_runner(forked):

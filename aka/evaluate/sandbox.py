@@ -72,6 +72,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from aka.evaluate.forkserver import ForkedJudge
 from aka.evaluate.gpulock import WAIT_STAGE
 from aka.evaluate.result import EvalResult
 from aka.hardware import cache_dir
@@ -196,6 +197,8 @@ def run_worker(spec, candidate_source: str, problem_files: list[Path],
         result.stdout_tail = _tail(tmp / "stdout.txt")
         result.stderr_tail = _tail(tmp / "stderr.txt")
         result.wall_s["total_s"] = round(elapsed, 3)
+        # how this evaluation's judge was born: a fork of the zygote (forkserver.py) or a fresh interpreter
+        result.env["judge"] = "forked" if isinstance(proc, ForkedJudge) else "fresh"
         if hash_files(files) != before:
             result.status = "rejected"
             result.reason = "harness or problem files changed during the evaluation; result discarded"
