@@ -181,7 +181,7 @@ def run_worker(spec, candidate_source: str, problem_files: list[Path],
         r, w = os.pipe()
         out_f, err_f = open(tmp / "stdout.txt", "wb"), open(tmp / "stderr.txt", "wb")
         env = scrubbed_env(extra)
-        proc = _forked_judge(spec, files, tmp, env, w, out_f, err_f)
+        proc = _forked_judge(spec, tmp, env, w, out_f, err_f)
         if proc is None:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "aka.evaluate.judge", str(tmp / "spec.json"), str(w)],
@@ -209,7 +209,7 @@ def run_worker(spec, candidate_source: str, problem_files: list[Path],
             shutil.rmtree(rdir, ignore_errors=True)
 
 
-def _forked_judge(spec, files: list[Path], tmp: Path, env: dict, w: int, out_f, err_f):
+def _forked_judge(spec, tmp: Path, env: dict, w: int, out_f, err_f):
     """A CPU judge forked from a zygote that has imported torch already (aka/evaluate/forkserver.py,
     where it is used and why), or None: the judge starts fresh."""
     from aka.evaluate import forkserver
