@@ -21,7 +21,7 @@ What it keeps of the trust model, and the limits of its use:
   * it is used only where the runner is confined as another user (the harness runs as root), so no
     candidate can signal, trace or write to it, or reach a later evaluation through it; where the
     runner would run as the harness's own user, every judge starts fresh, as before;
-  * the harness's own files are hashed when the zygote starts: when they change on disk, a new zygote
+  * the harness's own files are stamped (size, mtime) when the zygote starts: when they change on disk, a new zygote
     serves the next evaluation (the judge runs the code on disk, never an older copy);
   * AKA_JUDGE_FORKSERVER=0 turns it off; if the zygote cannot start or dies, judges start fresh.
 
@@ -116,14 +116,8 @@ def _become_judge(req: dict, fds: list[int], sock: socket.socket, wake: tuple[in
         os.dup2(err, 2)
         os.close(out)
         os.close(err)
-        keep = {0, 1, 2, proto}
-        for fd in range(3, max(keep) + 64):  # nothing else of the zygote's stays open
-            if fd not in keep:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-        os.closerange(max(keep) + 64, 65536)
+        os.closerange(3, proto)  # nothing else of the zygote's stays open
+        os.closerange(proto + 1, 65536)
         os.chdir(req["cwd"])
         os.environ.clear()
         os.environ.update(req["env"])
@@ -269,8 +263,10 @@ class ForkServer:
                 proc.wait(timeout=10)
             except Exception:  # noqa: BLE001
                 pass
-        import shutil
-        shutil.rmtree(self.env.get("HOME", ""), ignore_errors=True) if "aka-zygote-" in self.env.get("HOME", "") else None
+        home = self.env.get("HOME", "")
+        if "aka-zygote-" in home:
+            import shutil
+            shutil.rmtree(home, ignore_errors=True)
 
 
 _SERVERS: dict[str, ForkServer] = {}   # oldest first
@@ -280,14 +276,17 @@ _BROKEN: set[str] = set()
 PER_EVALUATION = ("HOME", "TMPDIR", "AKA_RUNNER_DIR")
 
 
-def harness_digest(paths: list) -> str:
-    """What the zygote's judges would run: the harness's files as they are on disk now."""
-    import hashlib
-    h = hashlib.sha256()
+def harness_stamp(paths: list) -> str:
+    """What the zygote's judges would run, as the files on disk are now: their sizes and modification
+    times (sandbox.run_worker hashes their bytes around each evaluation; this only tells an edit)."""
+    stamp = []
     for p in sorted(paths):
-        h.update(str(p).encode())
-        h.update(p.read_bytes() if p.exists() else b"<missing>")
-    return h.hexdigest()
+        try:
+            st = p.stat()
+            stamp.append(f"{p}:{st.st_size}:{st.st_mtime_ns}")
+        except OSError:
+            stamp.append(f"{p}:<missing>")
+    return "|".join(stamp)
 
 
 def enabled(device: str, runner_user: str) -> bool:

@@ -215,7 +215,7 @@ def _forked_judge(spec, tmp: Path, env: dict, w: int, out_f, err_f):
     from aka.evaluate import forkserver
     if spec.device != "cpu" or not forkserver.enabled(spec.device, spec.settings.runner_user):
         return None
-    srv = forkserver.server_for(env, forkserver.harness_digest(trusted_files([])))
+    srv = forkserver.server_for(env, forkserver.harness_stamp(trusted_files([])))
     if srv is None:
         return None
     try:
