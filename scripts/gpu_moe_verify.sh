@@ -24,7 +24,7 @@ ls "$AKA_CACHE_DIR"/baselines/fused_moe-* 2>/dev/null | wc -l | sed 's/^/baselin
 WARM=$!
 # AKA_MOE_NO_BASELINES=1: the verify measures no baselines itself (kb verify --no-baselines): the kernel's
 # objective fits the call whatever the warm-up reaches; shapes it has not reached get no compile figure
-kbv $(( $(left) - 25 )) 1 --op fused_moe ${AKA_MOE_NO_BASELINES:+--no-baselines}
+KBV_BUDGET=0 kbv $(( $(left) - 25 )) 1 --op fused_moe ${AKA_MOE_NO_BASELINES:+--no-baselines}
 pkill -INT -f "aka.cli bench run --impl reference,compile" 2>/dev/null; wait $WARM 2>/dev/null
 tail -5 $OUT/warm_moe.log
 ls "$AKA_CACHE_DIR"/baselines/fused_moe-* 2>/dev/null | wc -l | sed 's/^/baselines cached at the end: /'

@@ -173,7 +173,7 @@ def test_kbv_runs_one_kb_verify_of_the_scratch_copy_within_its_seconds(tmp_path)
     (stub / "python3").write_text('#!/bin/sh\necho "ARGS $*"\nexit 3\n')   # `timeout` execs a program, not a function
     (stub / "python3").chmod(0o755)
     script = ('set -uo pipefail; . scripts/device_lib.sh; T0=$(date +%s); '
-              'kbv 200 3 --op fused_moe; KBV_DIR=/tmp/elsewhere kbv 90 1')
+              'kbv 200 3 --op fused_moe; KBV_DIR=/tmp/elsewhere kbv 90 1; KBV_BUDGET=0 kbv 50 1')
     env = dict(os.environ, OUT=str(out), PATH=f"{stub}:{os.environ['PATH']}")
     r = subprocess.run(["bash", "-c", script], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
@@ -182,6 +182,7 @@ def test_kbv_runs_one_kb_verify_of_the_scratch_copy_within_its_seconds(tmp_path)
     assert log[0] == ("ARGS -m aka.cli kb verify --kb /tmp/kbv/knowledge_base --device cuda --shapes all --jobs 3 "
                       "--unlock-compiles --timeout 200 --budget 200 --op fused_moe")
     assert log[1].startswith("ARGS -m aka.cli kb verify --kb /tmp/elsewhere/knowledge_base") and "--budget 90" in log[1]
+    assert "--timeout 50" in log[2] and "--budget" not in log[2], "KBV_BUDGET=0: nothing deferred by its last time"
 
 
 def test_pack_out_brings_the_baselines_and_kb_copy_merges_an_earlier_calls_verdicts(tmp_path):
