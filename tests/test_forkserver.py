@@ -57,7 +57,11 @@ def test_forked_judges_give_the_verdicts_of_fresh_ones(forked, monkeypatch):
     assert [wrong.status, fallback.status] == [fresh[1].status, fresh[2].status]
     assert wrong.status == "incorrect" and fallback.status == "fallback"
     assert [wrong.reason, fallback.reason] == [fresh[1].reason, fresh[2].reason]
-    assert honest[0].env["runner"] == fresh[0].env["runner"]  # the same confinement of the runner
+    # the same confinement of the runner; where it is confined as another user the forked judge forks it too
+    forked_runner = dict(honest[0].env["runner"])
+    assert forked_runner.pop("start", None) == ("forked" if forked_runner.get("hidden") is not None else None)
+    assert forked_runner == fresh[0].env["runner"]
+    assert "start" not in fresh[0].env["runner"]
     assert [honest[0].env["judge"], fresh[0].env["judge"]] == ["forked", "fresh"]  # the record says which
 
 
@@ -141,3 +145,97 @@ def test_a_process_keeps_two_zygotes_and_never_closes_one_with_judges_in_flight(
     for s in (first, second, third, fourth):
         forkserver.forget(s)
     assert not any(Path(s.env["HOME"]).exists() for s in (first, second, third, fourth))
+
+
+CONFINE_PROBE = r"""
+import errno, json, os, sys
+own, hidden, mnt, net = sys.argv[1:5]
+def attempt(f):
+    try:
+        f()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+status = dict(ln.split(":", 1) for ln in open("/proc/self/status").read().splitlines() if ":" in ln)
+print(json.dumps({
+    "uids": os.getresuid(), "gids": os.getresgid(), "groups": os.getgroups(),
+    "caps": [status[k].strip() for k in ("CapInh", "CapPrm", "CapEff", "CapAmb")],
+    "own mount namespace": os.readlink("/proc/self/ns/mnt") != mnt,
+    "own network namespace": os.readlink("/proc/self/ns/net") != net,
+    "interfaces": sorted(ln.split(":")[0].strip() for ln in open("/proc/net/dev").read().splitlines()[2:]),
+    "write own dir": attempt(lambda: open(os.path.join(own, "probe.out"), "w").close()),
+    "write /tmp": attempt(lambda: open("/tmp/aka-confine-probe-%d" % os.getpid(), "w").close()),
+    "write /root": attempt(lambda: open("/root/aka-confine-probe-%d" % os.getpid(), "w").close()),
+    "hidden dir": os.listdir(hidden),
+    "own /proc/self/fd": attempt(lambda: os.listdir("/proc/self/fd")),
+    "no_new_privs": status["NoNewPrivs"].strip(),
+}))
+"""
+FORKED_PROBE = r"""
+import os, sys
+from aka.evaluate.confine import confine_self
+pid = os.fork()
+if pid == 0:
+    try:
+        confine_self([sys.argv[1]], [sys.argv[2]])
+        src = open(sys.argv.pop(5)).read()
+        exec(compile(src, "probe", "exec"))
+        sys.stdout.flush()
+    finally:
+        os._exit(0)
+os.waitpid(pid, 0)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the runner is confined as another user only by a root harness")
+def test_a_runner_forked_from_its_judge_is_confined_like_a_fresh_one():
+    """confine.confine_self (what a runner forked from its judge does to itself) against the
+    `unshare ... setpriv` prefix a fresh runner starts under: the same user, groups and (no)
+    capabilities, namespaces of its own with no network, the file system read-only but its own
+    directory, the hidden paths empty; and no mount of either reaches the host's table."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    from aka.evaluate.confine import NOBODY, _can_unshare, confine_prefix, give_to_nobody
+    if not _can_unshare():
+        pytest.skip("no mount namespaces here: both start unconfined but for the user")
+    own = tempfile.mkdtemp(prefix="aka-run-")  # as run_worker makes the runner's: nobody reaches it
+    hidden = Path(tempfile.mkdtemp(prefix="aka-hidden-"))  # world-readable, as the knowledge base is
+    hidden.chmod(0o755)
+    (hidden / "reference.py").write_text("x = 1\n")
+    probe = Path(own) / "probe.py"
+    probe.write_text(CONFINE_PROBE)
+    give_to_nobody([own])
+    ns = [os.readlink("/proc/self/ns/mnt"), os.readlink("/proc/self/ns/net")]
+    mounts = Path("/proc/self/mounts").read_text()
+    try:
+        prefix, info = confine_prefix([own], [str(hidden)], "cpu", "auto")
+        assert info["user"] == NOBODY
+        fresh = subprocess.run(prefix + [sys.executable, str(probe), own, str(hidden), *ns], capture_output=True,
+                               text=True, timeout=120, cwd=own)
+        assert fresh.returncode == 0, fresh.stderr[-2000:]
+        env = dict(os.environ, PYTHONPATH=str(HERE.parent))
+        forked = subprocess.run([sys.executable, "-c", FORKED_PROBE, own, str(hidden), *ns, str(probe)],
+                                capture_output=True, text=True, timeout=120, env=env, cwd=HERE.parent)
+        assert forked.returncode == 0 and forked.stdout.strip(), forked.stderr[-2000:]
+        a, b = json.loads(fresh.stdout), json.loads(forked.stdout)
+        bare = subprocess.run([sys.executable, str(probe), own, str(hidden), *ns], capture_output=True, text=True,
+                              timeout=120)  # the control: the probe sees what an unconfined child would
+        c = json.loads(bare.stdout)
+        assert c["hidden dir"] == ["reference.py"] and c["write /tmp"] == "ok" and not c["own mount namespace"]
+        for f in Path("/tmp").glob("aka-confine-probe-*"):
+            f.unlink()
+        assert b.pop("no_new_privs") == "1" and a.pop("no_new_privs") in ("0", "1"), "forked: stricter if anything"
+        assert a == b, (a, b)
+        assert b["uids"] == [NOBODY] * 3 and b["gids"] == [NOBODY] * 3 and b["groups"] == []
+        assert set(b["caps"]) == {"0000000000000000"}
+        assert b["own mount namespace"] and b["own network namespace"] and b["interfaces"] in (["lo"], [])
+        assert b["write own dir"] == "ok" and b["write /tmp"] == "EROFS" and b["write /root"] in ("EROFS", "EACCES")
+        assert b["hidden dir"] == [] and b["own /proc/self/fd"] == "ok"
+        assert Path("/proc/self/mounts").read_text() == mounts, "a mount leaked into the host's namespace"
+    finally:
+        import shutil
+        shutil.rmtree(own, ignore_errors=True)
+        shutil.rmtree(hidden, ignore_errors=True)

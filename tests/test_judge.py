@@ -120,10 +120,11 @@ def _alive(pid: int) -> bool:
 
 def _judge_and_runner(parent: int):
     """The judge among the parent's descendants (started fresh, or forked from the judge zygote,
-    aka/evaluate/forkserver.py, whose children all are judges) and its runner."""
-    def cmd(p):
+    aka/evaluate/forkserver.py, whose children all are judges) and its runner (started fresh, or
+    forked from the judge: forkserver.PreRunner)."""
+    def cmd(p):  # a forked judge or runner keeps the zygote's command line and names itself
         try:
-            return Path(f"/proc/{p}/cmdline").read_bytes()
+            return Path(f"/proc/{p}/cmdline").read_bytes() + b" " + Path(f"/proc/{p}/comm").read_bytes()
         except OSError:
             return b""
     judges = []
@@ -133,7 +134,7 @@ def _judge_and_runner(parent: int):
         elif b"aka.evaluate.forkserver" in cmd(p):
             judges += _children(p)
     for judge in judges:
-        kids = [p for p in _children(judge) if b"aka.evaluate.runner" in cmd(p)]
+        kids = [p for p in _children(judge) if b"aka.evaluate.runner" in cmd(p) or b"aka-runner" in cmd(p)]
         if kids:
             return judge, kids[0]
     return (judges[0] if judges else None), None
@@ -159,19 +160,27 @@ def test_judge_and_runner_die_with_a_parent_killed_by_signal(sig, forked):
             "config=EvalConfig(device='cpu', seed=1, sandbox=SandboxConfig(timeout_s=900, idle_timeout_s=900)))")
     parent = subprocess.Popen([sys.executable, "-c", code], cwd=HERE.parent)
     judge = runner = None
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and runner is None:
-        time.sleep(0.5)
-        judge, runner = _judge_and_runner(parent.pid)
-    assert judge and runner, "the evaluation did not reach its runner in time"
-    time.sleep(1.0)
-    parent.send_signal(getattr(signal, sig))
-    parent.wait(timeout=30)
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < 15 and (_alive(judge) or _alive(runner)):
-        time.sleep(0.2)
-    assert not _alive(judge), "the judge outlived its parent"
-    assert not _alive(runner), "the runner outlived the judge"
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and runner is None:
+            time.sleep(0.5)
+            judge, runner = _judge_and_runner(parent.pid)
+        assert judge and runner, "the evaluation did not reach its runner in time"
+        time.sleep(1.0)
+        parent.send_signal(getattr(signal, sig))
+        parent.wait(timeout=30)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 15 and (_alive(judge) or _alive(runner)):
+            time.sleep(0.2)
+        assert not _alive(judge), "the judge outlived its parent"
+        assert not _alive(runner), "the runner outlived the judge"
+    finally:  # a failed run leaves no infinite loop behind
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait(timeout=30)
+        for p in (runner, judge):
+            if p and _alive(p):
+                os.kill(p, signal.SIGKILL)
 
 
 AUDIT_PROBE = r'''

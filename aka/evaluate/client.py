@@ -21,15 +21,21 @@ class RunnerClient:
     lock = None  # the judge's GPU lock, set with unlock_compiles: the runner's compiles let its shared hold go
 
     def __init__(self, device: str, workdir: Path, env: dict, argv_prefix: list[str], confinement: dict,
-                 log_dir: Path):
+                 log_dir: Path, fork=None):
+        """`fork`: the judge's forked child (forkserver.PreRunner.start) that becomes the runner,
+        confining itself, instead of a fresh `argv_prefix + python -m aka.evaluate.runner`."""
         self.device, self.workdir, self.log_dir = device, workdir, log_dir
         self.confinement = confinement
         mine, theirs = Channel.pair()
-        argv = argv_prefix + [sys.executable, "-m", "aka.evaluate.runner", str(theirs.fileno())]
         self.out = open(log_dir / "runner.stdout", "wb")
         self.err = open(log_dir / "runner.stderr", "wb")
-        self.proc = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=self.out,
-                                     stderr=self.err, pass_fds=(theirs.fileno(),))
+        if fork is not None:
+            self.proc = fork(cwd=str(workdir), env=env, chan_fd=theirs.fileno(), out_fd=self.out.fileno(),
+                             err_fd=self.err.fileno())
+        else:
+            argv = argv_prefix + [sys.executable, "-m", "aka.evaluate.runner", str(theirs.fileno())]
+            self.proc = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=self.out,
+                                         stderr=self.err, pass_fds=(theirs.fileno(),))
         theirs.close()
         self.chan = mine
         self.violations: list[str] = []

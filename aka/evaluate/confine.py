@@ -13,6 +13,7 @@ Whatever the level, `env.runner` in the result records it.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shlex
@@ -81,6 +82,21 @@ def confine_prefix(writable: list[str], hidden: list[str], device: str, user: st
             return setpriv + ["--"], {"user": 0 if gpu_same_user else NOBODY, "filesystem": "shared",
                                       "network": "shared", "why": "no mount namespace here"}
         return [], {"user": 0, "filesystem": "shared", "network": "shared", "why": "no setpriv"}
+    lines = mount_script(writable, hidden, device)
+    lines.append("exec " + (" ".join(setpriv) + " -- " if setpriv else "") + '"$@"')
+    prefix = ["unshare", "--mount"] + ([] if network else ["--net"]) + \
+        ["--propagation", "private", "sh", "-c", "\n".join(lines), "aka-runner"]
+    info = {"user": 0 if gpu_same_user else NOBODY, "filesystem": "read-only but its own directory",
+            "network": "shared" if network else "none", "hidden": len(hidden)}
+    if gpu_same_user:
+        info["why"] = "GPU: CUDA IPC reference counters are 0600 files of the judge's user"
+        info["capabilities"] = "none"
+    return prefix, info
+
+
+def mount_script(writable: list[str], hidden: list[str], device: str) -> list[str]:
+    """The shell lines a child runs in its own mount namespace (propagation private): `writable`
+    bound read-write, `hidden` under empty read-only tmpfs mounts, every other mount read-only."""
     q = shlex.quote
     lines = ["set -e"]
     for w in writable:
@@ -95,15 +111,43 @@ def confine_prefix(writable: list[str], hidden: list[str], device: str, user: st
                  "case \"$m\" in /proc/*|/sys/*) continue;; esac; "
                  + " ".join(f"[ \"$m\" = {q(k)} ] && continue;" for k in sorted(keep))
                  + " mount -o remount,bind,ro \"$m\" 2>/dev/null || true; done")
-    lines.append("exec " + (" ".join(setpriv) + " -- " if setpriv else "") + '"$@"')
-    prefix = ["unshare", "--mount"] + ([] if network else ["--net"]) + \
-        ["--propagation", "private", "sh", "-c", "\n".join(lines), "aka-runner"]
-    info = {"user": 0 if gpu_same_user else NOBODY, "filesystem": "read-only but its own directory",
-            "network": "shared" if network else "none", "hidden": len(hidden)}
-    if gpu_same_user:
-        info["why"] = "GPU: CUDA IPC reference counters are 0600 files of the judge's user"
-        info["capabilities"] = "none"
-    return prefix, info
+    return lines
+
+
+CLONE_NEWNS, CLONE_NEWNET = 0x00020000, 0x40000000
+MS_REC, MS_PRIVATE = 0x4000, 0x40000
+PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 4, 38
+
+
+def confine_self(writable: list[str], hidden: list[str]) -> dict:
+    """What confine_prefix's command does (`unshare --mount --net --propagation private`, the mount
+    lines, `setpriv` to nobody), done by this process to itself: for a runner forked from a judge
+    (aka/evaluate/forkserver.py), which must be single-threaded here (unshare refuses a mount
+    namespace to a process that shares its file-system attributes with threads). CPU only, as root.
+    Raises OSError when any step fails: the caller must not run candidate code then."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def check(rc: int, what: str) -> None:
+        if rc != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, f"{what}: {os.strerror(e)}")
+    check(libc.unshare(CLONE_NEWNS | CLONE_NEWNET), "unshare(CLONE_NEWNS | CLONE_NEWNET)")
+    # first of all, before any mount: nothing mounted from here on may reach the host's namespace
+    check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+    path = os.environ.get("PATH") or "/usr/sbin:/usr/bin:/sbin:/bin"
+    r = subprocess.run(["sh", "-c", "\n".join(mount_script(writable, hidden, "cpu"))], env={"PATH": path},
+                       stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+    if r.returncode != 0:
+        raise OSError(f"mount lines failed ({r.returncode}): {r.stderr.decode(errors='replace')[-300:]}")
+    os.setgroups([])
+    os.setresgid(NOBODY, NOBODY, NOBODY)
+    os.setresuid(NOBODY, NOBODY, NOBODY)  # every capability goes with uid 0
+    check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "PR_SET_NO_NEW_PRIVS")
+    # as after setpriv's exec: the process may read its own /proc entries (a change of uid cleared it)
+    check(libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "PR_SET_DUMPABLE")
+    return {"user": NOBODY, "filesystem": "read-only but its own directory", "network": "none",
+            "hidden": len(hidden), "start": "forked"}
 
 
 def give_to_nobody(paths: list[str]) -> None:
@@ -216,8 +260,19 @@ def runner_factory(spec: EvalSpec, judge_dir: str):
         rdir.mkdir(parents=True, exist_ok=True)
         cache_root = cache_dir()
         hidden = hidden_paths(spec, cache_root)
-        prefix, info, extra, _ = child_setup(rdir, Path(spec.candidate).read_bytes(), spec.device, hidden,
-                                             spec.settings.runner_user, cache_root)
+        prefix, info, extra, writable = child_setup(rdir, Path(spec.candidate).read_bytes(), spec.device, hidden,
+                                                    spec.settings.runner_user, cache_root)
         env = scrubbed_env(dict(extra, AKA_RUNNER_DEVICE=spec.device, AKA_JUDGE_PID=str(os.getpid())))
-        return RunnerClient(spec.device, rdir, env, prefix, info, Path(judge_dir))
+        fork = None
+        pre = PRE_RUNNER
+        if pre is not None and spec.device == "cpu" and prefix[:1] == ["unshare"] and info.get("user") == NOBODY:
+            # the same namespaces, mounts and user as `prefix` would give, set up by the forked child itself
+            fork = functools.partial(pre.start, writable=writable, hidden=hidden)
+            info = dict(info, start="forked")
+        return RunnerClient(spec.device, rdir, env, prefix, info, Path(judge_dir), fork=fork)
     return start
+
+
+# A judge forked from the zygote sets this before it reads its spec (judge.forked_main): the child that
+# becomes its runner without starting Python again (forkserver.PreRunner). None: the runner starts fresh.
+PRE_RUNNER = None

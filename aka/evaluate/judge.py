@@ -557,6 +557,12 @@ def forked_main(argv: list[str]) -> int:
     steps as `python -m aka.evaluate.judge` (its runner started first, then the warm-up thread)."""
     global _EARLY, _WARM
     _plain_segments()
+    from aka.evaluate import confine, forkserver
+    if os.environ.get("AKA_RUNNER_FORK", "1") != "0":
+        try:  # first, while this process holds nothing of the evaluation but its argv
+            confine.PRE_RUNNER = forkserver.PreRunner()
+        except OSError as e:
+            print(f"judge: the runner starts fresh (no fork: {e})", file=sys.stderr)
     _EARLY = _start_runner(argv[1])
     if _EARLY is not None:
         _WARM = _warm_up(_EARLY[0])

@@ -28,7 +28,9 @@ What this design does:
     rejects claims its own clock contradicts (aka/evaluate/timed.py);
   * on CPU, where the runner is confined as another user, the judge is a fork of a zygote that has
     imported torch and aka's harness and nothing of any evaluation (aka/evaluate/forkserver.py says
-    what that keeps and where it is not used): the same process, a second and a half of CPU sooner;
+    what that keeps and where it is not used), and it forks its runner before it reads its spec; the
+    runner confines itself as a fresh one is confined (confine.confine_self): the same processes,
+    without two Python start-ups and torch imports per evaluation;
   * every evaluation gets its own process group, killed whole on timeout, on an idle judge (no progress
     for `idle_timeout_s`), or when the parent is interrupted; the judge dies with its parent
     (PR_SET_PDEATHSIG: SIGTERM and SIGHUP of the parent too) and the runner with the judge;
@@ -215,6 +217,8 @@ def _forked_judge(spec, tmp: Path, env: dict, w: int, out_f, err_f):
     from aka.evaluate import forkserver
     if spec.device != "cpu" or not forkserver.enabled(spec.device, spec.settings.runner_user):
         return None
+    if os.environ.get("AKA_RUNNER_FORK") == "0":  # its judges start their runners fresh too
+        env = dict(env, AKA_RUNNER_FORK="0")
     srv = forkserver.server_for(env, forkserver.harness_stamp(trusted_files([])))
     if srv is None:
         return None
