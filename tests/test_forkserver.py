@@ -239,3 +239,26 @@ def test_a_runner_forked_from_its_judge_is_confined_like_a_fresh_one():
         import shutil
         shutil.rmtree(own, ignore_errors=True)
         shutil.rmtree(hidden, ignore_errors=True)
+
+
+def test_a_runner_whose_forked_child_is_gone_starts_fresh(tmp_path):
+    """PreRunner.start failing (its child died before it got its channel) costs the evaluation
+    nothing: the runner starts fresh, and its confinement record says so (no `start: forked`)."""
+    import subprocess
+
+    from aka.evaluate.client import RunnerClient
+    from aka.evaluate.sandbox import scrubbed_env
+
+    def gone(**kw):
+        raise BrokenPipeError("the forked child is gone")
+    rdir = tmp_path / "runner"
+    rdir.mkdir()
+    env = scrubbed_env({"AKA_RUNNER_DEVICE": "cpu", "TRITON_INTERPRET": "1", "HOME": str(rdir), "TMPDIR": str(rdir)})
+    client = RunnerClient("cpu", rdir, env, [], {"user": os.geteuid(), "start": "forked"}, tmp_path, fork=gone)
+    try:
+        assert isinstance(client.proc, subprocess.Popen)
+        assert client.confinement == {"user": os.geteuid()}
+        assert client.wait_ready(lambda: None, limit_s=120) is not None
+    finally:
+        client.close()
+    assert client.proc.returncode == 0

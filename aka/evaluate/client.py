@@ -29,10 +29,15 @@ class RunnerClient:
         mine, theirs = Channel.pair()
         self.out = open(log_dir / "runner.stdout", "wb")
         self.err = open(log_dir / "runner.stderr", "wb")
+        self.proc = None
         if fork is not None:
-            self.proc = fork(cwd=str(workdir), env=env, chan_fd=theirs.fileno(), out_fd=self.out.fileno(),
-                             err_fd=self.err.fileno())
-        else:
+            try:
+                self.proc = fork(cwd=str(workdir), env=env, chan_fd=theirs.fileno(), out_fd=self.out.fileno(),
+                                 err_fd=self.err.fileno())
+            except OSError as e:  # the forked child is gone before it got its channel: start one fresh
+                print(f"judge: the runner starts fresh ({e})", file=sys.stderr)
+                self.confinement = {k: v for k, v in confinement.items() if k != "start"}
+        if self.proc is None:
             argv = argv_prefix + [sys.executable, "-m", "aka.evaluate.runner", str(theirs.fileno())]
             self.proc = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=self.out,
                                          stderr=self.err, pass_fds=(theirs.fileno(),))

@@ -119,7 +119,7 @@ MS_REC, MS_PRIVATE = 0x4000, 0x40000
 PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 4, 38
 
 
-def confine_self(writable: list[str], hidden: list[str]) -> dict:
+def confine_self(writable: list[str], hidden: list[str]) -> None:
     """What confine_prefix's command does (`unshare --mount --net --propagation private`, the mount
     lines, `setpriv` to nobody), done by this process to itself: for a runner forked from a judge
     (aka/evaluate/forkserver.py), which must be single-threaded here (unshare refuses a mount
@@ -146,8 +146,6 @@ def confine_self(writable: list[str], hidden: list[str]) -> dict:
     check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "PR_SET_NO_NEW_PRIVS")
     # as after setpriv's exec: the process may read its own /proc entries (a change of uid cleared it)
     check(libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "PR_SET_DUMPABLE")
-    return {"user": NOBODY, "filesystem": "read-only but its own directory", "network": "none",
-            "hidden": len(hidden), "start": "forked"}
 
 
 def give_to_nobody(paths: list[str]) -> None:
