@@ -262,3 +262,23 @@ def test_a_runner_whose_forked_child_is_gone_starts_fresh(tmp_path):
     finally:
         client.close()
     assert client.proc.returncode == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="confine_self runs as root only")
+def test_confine_self_raises_before_it_gives_up_root_when_a_mount_fails():
+    """A mount line that fails (the writable directory is gone) makes confine_self raise before it
+    gives up root: the forked runner's child then exits (forkserver._pre_runner) and never imports a
+    candidate; the judge reports a runner that did not start."""
+    import subprocess
+    import sys
+
+    from aka.evaluate.confine import _can_unshare
+    if not _can_unshare():
+        pytest.skip("no mount namespaces here")
+    code = ("import os, sys\nfrom aka.evaluate.confine import confine_self\npid = os.fork()\nif pid == 0:\n"
+            "    try:\n        confine_self(['/nonexistent/aka-runner-dir'], [])\n        print('confined')\n"
+            "    except OSError as e:\n        print('refused', os.getuid(), str(e)[:80])\n"
+            "    sys.stdout.flush()\n    os._exit(0)\nos.waitpid(pid, 0)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=HERE.parent,
+                       env=dict(os.environ, PYTHONPATH=str(HERE.parent)))
+    assert r.stdout.startswith("refused 0 mount lines failed"), (r.stdout, r.stderr[-1000:])
