@@ -10,7 +10,7 @@ DEV_FILES = ("dev_queries.yaml", "dev_kernel_queries.yaml", "dev3_queries.yaml",
              "dev5_queries.yaml", "dev6_queries.yaml")
 # held-out sets, each reported apart (aggregates only): written by different people at different times
 HELDOUT_FILES = ("heldout_queries.yaml", "heldout2_queries.yaml", "heldout3_queries.yaml", "heldout4_queries.yaml",
-                 "heldout5_queries.yaml", "heldout6_queries.yaml", "heldout7_queries.yaml")
+                 "heldout5_queries.yaml", "heldout6_queries.yaml", "heldout7_queries.yaml", "heldout8_queries.yaml")
 
 
 def add_parser(sub) -> None:

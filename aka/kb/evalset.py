@@ -3,7 +3,7 @@
 Three sets, reported apart: knowledge_base/queries.yaml is the tuning set (written beside the notes
 and used while changing them and the ranker); knowledge_base/dev_queries.yaml, when present, is a
 development set of symptom-style queries labelled before the ranker changes it was used for, so
-its misses may steer work; knowledge_base/heldout_queries.yaml and heldout2_ to heldout7_queries.yaml, when
+its misses may steer work; knowledge_base/heldout_queries.yaml and heldout2_ to heldout8_queries.yaml, when
 present, are held out (each written by someone who saw the notes but not the tuning set, never tuned
 against, and each reported in its own section). The report gives
 the held-out set's aggregates only: its per-query misses are withheld so that they cannot steer
