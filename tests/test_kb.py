@@ -558,6 +558,23 @@ def test_eval_report_has_tuning_dev_and_heldout_sections(tmp_path):
     # the held-out set: aggregates only, never a query's text or its ranking
     assert "| hybrid | 0.750 | 0.750 | 0.500 |" in held and "nothing was tuned against this set" in held
     assert '"b"' not in held and "missing z" not in held and "top 5:" not in held
+    assert "pooled" not in text  # one held-out set: nothing to pool
+
+
+def test_eval_report_pools_the_heldout_sets_query_by_query(tmp_path):
+    """Two held-out sets of unequal size: the pool is the mean over all their queries (not of the
+    two sets' means), beside each metric's spread over the sets."""
+    def mr(recalls, tops):
+        per = [{"q": str(i), "relevant": ["x"], "top": [], "recall": r, "rr": t, "top1": t}
+               for i, (r, t) in enumerate(zip(recalls, tops))]
+        return [evalset.ModeResult("hybrid", sum(recalls) / len(recalls), sum(tops) / len(tops),
+                                   sum(tops) / len(tops), per)]
+    q1, q3 = [evalset.Query("a", ["x"])], [evalset.Query(c, ["x"]) for c in "bcd"]
+    sets = [evalset.QuerySet("held-out", "h1.yaml", q1, mr([1.0], [1.0])),
+            evalset.QuerySet("held-out", "h2.yaml", q3, mr([0.5, 0.5, 0.0], [1.0, 0.0, 0.0]))]
+    text = evalset.write_report(tmp_path / "E.md", sets, {"documents": 1, "chunks": 1, "by_layer": {}}, "toy").read_text()
+    pooled = text.split("## Held-out sets pooled: 2 sets, 4 queries")[1]
+    assert "| hybrid | 0.500 | 0.500 | 0.500 | 0.333, 1.000 | 0.333, 1.000 |" in pooled
 
 
 def test_symptom_phrases_from_signals():

@@ -143,8 +143,28 @@ def write_report(path: str | Path, sets: list[QuerySet], counts: dict, model: st
         lines.append(f"- The default ranker is `{default_mode}`.")
     for qs in sets:
         lines += [""] + _set_section(qs, k)
+    held = [qs for qs in sets if qs.name == "held-out"]
+    if len(held) > 1:
+        lines += [""] + _pooled_section(held, k)
     Path(path).write_text("\n".join(lines) + "\n")
     return Path(path)
+
+
+def _pooled_section(held: list[QuerySet], k: int) -> list[str]:
+    """Every held-out query in one pool (each set written blind by a different hand), and the spread
+    of the per-set figures: one set alone says as much about its writer as about the ranker."""
+    n = sum(len(qs.queries) for qs in held)
+    lines = [f"## Held-out sets pooled: {len(held)} sets, {n} queries", "",
+             f"| ranker | recall@{k} | MRR | top-1 | recall@{k} per set: min, max | top-1 per set: min, max |",
+             "|---|---|---|---|---|---|"]
+    for mode in [r.mode for r in held[0].results]:
+        per = [next(r for r in qs.results if r.mode == mode) for qs in held]
+        pool = [p for r in per for p in r.per_query]
+        mean = {key: sum(p[key] for p in pool) / len(pool) for key in ("recall", "rr", "top1")}
+        lines.append(f"| {mode} | {mean['recall']:.3f} | {mean['rr']:.3f} | {mean['top1']:.3f} | "
+                     f"{min(r.recall for r in per):.3f}, {max(r.recall for r in per):.3f} | "
+                     f"{min(r.top1 for r in per):.3f}, {max(r.top1 for r in per):.3f} |")
+    return lines
 
 
 def _set_section(qs: QuerySet, k: int) -> list[str]:
