@@ -84,6 +84,10 @@ def test_honest_kernel_passes_through_judge_and_runner():
     runner = res.env.get("runner") or {}
     if os.geteuid() == 0:
         assert runner.get("user") == 65534, runner  # the runner ran unprivileged
+        from aka.evaluate.confine import _can_unshare
+        if _can_unshare() and os.environ.get("AKA_JUDGE_FORKSERVER") != "0" and os.environ.get("AKA_RUNNER_FORK") != "0":
+            # the escapes above ran through a runner forked from its judge (forkserver.PreRunner)
+            assert runner.get("start") == "forked" and res.env.get("judge") == "forked", (runner, res.env.get("judge"))
 
 
 def test_write_outside_left_no_file():
