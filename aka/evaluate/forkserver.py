@@ -55,6 +55,33 @@ def _pdeathsig() -> None:
     ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
+def _die_with(parent: int, comm: bytes) -> None:
+    """Die with `parent` (SIGKILL through PR_SET_PDEATHSIG), named `comm`; exit now if it went already."""
+    _pdeathsig()
+    _name(comm)
+    if os.getppid() != parent:  # the parent died before the lines above
+        os._exit(3)
+
+
+def _adopt(out: int, err: int, keep: int) -> None:
+    """stdout and stderr become `out` and `err`; every other descriptor above 2 but `keep` closes."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+    os.closerange(3, keep)
+    os.closerange(keep + 1, 65536)
+
+
+def _enter(cwd: str, env: dict) -> None:
+    """One evaluation's working directory and environment (its TMPDIR included)."""
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
+    import tempfile
+    tempfile.tempdir = None
+
+
 def _name(comm: bytes) -> None:
     """A forked process keeps the zygote's command line: its name (ps -o comm, /proc/PID/comm) says
     what it became."""
@@ -107,42 +134,26 @@ def serve(sock_fd: int) -> int:
             req = json.loads(data)
             pid = os.fork()
             if pid == 0:
-                _become_judge(req, fds, sock, (r_wake, w_wake))  # never returns
+                _become_judge(req, fds, sock)  # never returns
             for fd in fds:
                 os.close(fd)
             sock.send(json.dumps({"event": "started", "id": req["id"], "pid": pid}).encode())
 
 
-def _become_judge(req: dict, fds: list[int], sock: socket.socket, wake: tuple[int, int]) -> None:
+def _become_judge(req: dict, fds: list[int], sock: socket.socket) -> None:
     """In the fork: become `python -m aka.evaluate.judge SPEC FD` for one evaluation."""
     code = 1
     zygote = os.getppid()
     try:
         os.setsid()
-        _pdeathsig()
-        _name(b"aka-judge")
-        if os.getppid() != zygote:  # the zygote died before the line above
-            os._exit(3)
+        _die_with(zygote, b"aka-judge")
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         sock.close()
-        for fd in wake:
-            os.close(fd)
         proto, out, err = fds
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.dup2(out, 1)
-        os.dup2(err, 2)
-        os.close(out)
-        os.close(err)
-        os.closerange(3, proto)  # nothing else of the zygote's stays open
-        os.closerange(proto + 1, 65536)
-        os.chdir(req["cwd"])
-        os.environ.clear()
-        os.environ.update(req["env"])
-        import tempfile
-        tempfile.tempdir = None  # TMPDIR is this evaluation's
+        _adopt(out, err, proto)  # nothing else of the zygote's stays open (its wake-up pipe included)
+        _enter(req["cwd"], req["env"])
         argv = [req["argv"][0], req["argv"][1], str(proto)]
         sys.argv = argv
         from aka.evaluate.judge import forked_main
@@ -191,36 +202,22 @@ def _pre_runner(sock: socket.socket) -> None:
     code = 1
     judge = os.getppid()
     try:
-        _pdeathsig()
-        _name(b"aka-runner")
-        if os.getppid() != judge:  # the judge died before the line above
-            os._exit(3)
+        _die_with(judge, b"aka-runner")
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        keep = sock.fileno()
         null = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(null, fd)
-        os.closerange(3, keep)  # the judge's protocol pipe, its stdout and stderr files: gone
-        os.closerange(keep + 1, 65536)
+        os.dup2(null, 0)
+        _adopt(null, null, sock.fileno())  # the judge's protocol pipe, its stdout and stderr files: gone
         data, fds, _, _ = socket.recv_fds(sock, MAX_MSG, 3)
         if not data or len(fds) != 3:
             os._exit(0)  # the judge needed no runner (a baselines-only evaluation), or is gone
+        sock.close()
         req = json.loads(data)
         chan, out, err = fds
-        os.dup2(out, 1)
-        os.dup2(err, 2)
+        _adopt(out, err, chan)
         from aka.evaluate.confine import confine_self
         confine_self(req["writable"], req["hidden"])  # raises rather than run a candidate unconfined
-        _pdeathsig()  # the change of user cleared it
-        if os.getppid() != judge:
-            os._exit(3)
-        os.closerange(3, chan)
-        os.closerange(chan + 1, 65536)
-        os.chdir(req["cwd"])  # after the mounts: the directory is the writable bind mount
-        os.environ.clear()
-        os.environ.update(req["env"])
-        import tempfile
-        tempfile.tempdir = None
+        _die_with(judge, b"aka-runner")  # the change of user cleared PR_SET_PDEATHSIG
+        _enter(req["cwd"], req["env"])  # after the mounts: the directory is the writable bind mount
         sys.argv = ["aka.evaluate.runner", str(chan)]
         from aka.evaluate.runner import main
         code = main(sys.argv)  # ends with os._exit

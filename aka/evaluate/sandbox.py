@@ -74,7 +74,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from aka.evaluate.forkserver import ForkedJudge
+from aka.evaluate import forkserver
 from aka.evaluate.gpulock import WAIT_STAGE
 from aka.evaluate.result import EvalResult
 from aka.hardware import cache_dir
@@ -200,7 +200,7 @@ def run_worker(spec, candidate_source: str, problem_files: list[Path],
         result.stderr_tail = _tail(tmp / "stderr.txt")
         result.wall_s["total_s"] = round(elapsed, 3)
         # how this evaluation's judge was born: a fork of the zygote (forkserver.py) or a fresh interpreter
-        result.env["judge"] = "forked" if isinstance(proc, ForkedJudge) else "fresh"
+        result.env["judge"] = "forked" if isinstance(proc, forkserver.ForkedJudge) else "fresh"
         if hash_files(files) != before:
             result.status = "rejected"
             result.reason = "harness or problem files changed during the evaluation; result discarded"
@@ -214,8 +214,7 @@ def run_worker(spec, candidate_source: str, problem_files: list[Path],
 def _forked_judge(spec, tmp: Path, env: dict, w: int, out_f, err_f):
     """A CPU judge forked from a zygote that has imported torch already (aka/evaluate/forkserver.py,
     where it is used and why), or None: the judge starts fresh."""
-    from aka.evaluate import forkserver
-    if spec.device != "cpu" or not forkserver.enabled(spec.device, spec.settings.runner_user):
+    if not forkserver.enabled(spec.device, spec.settings.runner_user):
         return None
     if os.environ.get("AKA_RUNNER_FORK") == "0":  # its judges start their runners fresh too
         env = dict(env, AKA_RUNNER_FORK="0")
