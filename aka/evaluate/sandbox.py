@@ -214,7 +214,7 @@ def run_worker(spec, candidate_source: str, problem_files: list[Path],
 def _forked_judge(spec, tmp: Path, env: dict, w: int, out_f, err_f):
     """A CPU judge forked from a zygote that has imported torch already (aka/evaluate/forkserver.py,
     where it is used and why), or None: the judge starts fresh."""
-    if not forkserver.enabled(spec.device, spec.settings.runner_user):
+    if spec.device != "cpu" or not forkserver.enabled(spec.device, spec.settings.runner_user):
         return None
     if os.environ.get("AKA_RUNNER_FORK") == "0":  # its judges start their runners fresh too
         env = dict(env, AKA_RUNNER_FORK="0")
