@@ -38,7 +38,9 @@ def hang_with_child(pid_file: str) -> None:
     if child == 0:
         time.sleep(3600)
         os._exit(0)
-    Path(pid_file).write_text(f"{os.getpid()} {child}")
+    tmp = Path(f"{pid_file}.tmp")  # written whole, then renamed: the test polls for the file and reads it at once
+    tmp.write_text(f"{os.getpid()} {child}")
+    os.replace(tmp, pid_file)
     time.sleep(3600)
 
 
