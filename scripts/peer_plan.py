@@ -5,7 +5,8 @@ the op's large shapes.
 
 Writes CAND_DIR/<op>/<kernel>.py (the kernel, copied), PLAN.json ({op: {kernel, why, shapes}}) and prints one
 line per op, `op shape,shape,...`, in the order the issue's table lists them. The kernel is the one
-`aka kb best` ranks first from its current GPU results; without any, the op's first kernel file (and
+`aka kb best` ranks first from its current results on the card in hand (an H100's where it has them),
+else on the H200; without any, the op's first kernel file (and
 PLAN.json says so). Large shapes: roofline time >= LARGE_SOL_US on the H200 datasheet, the bytes
 counted from inputs made on this machine's device (a CPU makes them too, slowly for big shapes:
 --small takes the op's small shapes instead, for a test run through the interpreter).
@@ -74,15 +75,18 @@ def main(argv=None) -> int:
     from aka.kb.best import best_table
     from aka.peers import peer_of
     from aka.problem import load_problem
-    try:
-        best = {r["op"]: r["kernel"] for r in best_table(ROOT / "knowledge_base", "cuda", "H200")}
-    except Exception as e:  # noqa: BLE001 - no results at all: every op falls back, said per op
-        print(f"peer_plan: aka kb best unavailable ({type(e).__name__}: {e})", file=sys.stderr)
-        best = {}
+    import torch
+    # the best kernel on the card in hand (H100 or H200) where it has verdicts, else the H200's
+    here = torch.cuda.get_device_name() if torch.cuda.is_available() else ""
+    best = {}
+    for gpu in ["H200"] + [g for g in ("H100",) if g in here]:
+        try:
+            best.update({r["op"]: r["kernel"] for r in best_table(ROOT / "knowledge_base", "cuda", gpu)})
+        except Exception as e:  # noqa: BLE001 - no results at all: every op falls back, said per op
+            print(f"peer_plan: aka kb best --gpu {gpu} unavailable ({type(e).__name__}: {e})", file=sys.stderr)
     want = a.ops.split(",") if a.ops else ORDER
     cand = Path(a.cand_dir)
     cand.mkdir(parents=True, exist_ok=True)
-    import torch
     device = "cuda" if torch.cuda.is_available() else "cpu"
     plan = {}
     for op in want:
