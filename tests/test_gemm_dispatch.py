@@ -79,7 +79,7 @@ def test_baked_table_is_the_fastest_correct_config_per_shape(tuned, tmp_path):
 
 
 def _write_tune(path, records):
-    path.write_text(json.dumps({"env": {"gpu": "H200", "torch": "t", "triton": "3.6.0", "git_sha": "abc",
+    path.write_text(json.dumps({"env": {"gpu": "NVIDIA H200", "torch": "t", "triton": "3.6.0", "git_sha": "abc",
                                         "date": "d", "timing": "graph"}, "records": records}))
 
 
@@ -121,6 +121,72 @@ def test_bake_refuses_bad_input_with_one_line(tmp_path):
         assert done.returncode == 2, (argv, done.stdout, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1 and done.stderr.startswith("bake_dispatch: ")
     assert (tmp_path / "k2" / "gemm_bf16" / "dispatch.py").read_text() == (tmp_path / "ok.py").read_text()
+
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_a_tune_from_another_gpu_bakes_that_gpus_table_and_leaves_the_default(op, tmp_path):
+    """An H100 tune must not replace the H200's rows: it writes _GPU_TABLES[H100] (seeded from the
+    default table's rows under --merge), which pick_config takes only for that GPU."""
+    sys.path.insert(0, str(SCRIPTS))
+    import bake_dispatch as bd
+    kdir = tmp_path / op
+    kdir.mkdir()
+    src = (KERNELS / op / "dispatch.py").read_text()   # the default table alone (no GPU has its own yet)
+    gpu, tables = bd.current_tables(src)
+    head, rest = src.split(bd.BEGIN)
+    (kdir / "dispatch.py").write_text(head + bd.render(gpu, {None: tables[None]}) + rest.split(bd.END)[1])
+    before = _load(kdir / "dispatch.py", f"_gpu_before_{op}")
+    assert before._GPU_TABLES == {}
+    M, N, K, old = before._TABLE[3]
+    cfg = {**old, "BM": 32, "num_stages": 5}
+    rec = {"op": op, "shape": "x", "M": M, "N": N, "K": K, "config": cfg, "correct": True, "us": 7.5}
+    env = {"gpu": H100, "torch": "t", "triton": "3.6.0", "git_sha": "abc", "date": "d", "timing": "graph"}
+    (tmp_path / "h100.json").write_text(json.dumps({"env": env, "records": [rec]}))
+
+    def bake(name, *extra):
+        done = subprocess.run([sys.executable, str(SCRIPTS / "bake_dispatch.py"), str(tmp_path / name),
+                               "--kernels", str(tmp_path), "--ops", op, *extra], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert f"table of {H100}" in bake("h100.json", "--merge")
+    mod = _load(kdir / "dispatch.py", f"_gpu_after_{op}")
+    assert mod._TABLE == before._TABLE and mod._TABLE_SOURCE == before._TABLE_SOURCE
+    assert mod._TABLE_GPU == before._TABLE_GPU == "NVIDIA H200"
+    h = mod._GPU_TABLES[H100]
+    assert [r[:3] for r in h] == [r[:3] for r in before._TABLE]
+    assert [r for r in h if r[:3] != (M, N, K)] == [r for r in before._TABLE if r[:3] != (M, N, K)]
+    assert f"{len(h) - 1} rows not measured there kept from the default table (NVIDIA H200)" in mod._GPU_TABLE_SOURCES[H100]
+    assert mod.pick_config(M, N, K, H100) == cfg
+    assert mod.pick_config(M, N, K) == old and mod.pick_config(M, N, K, "NVIDIA L40S") == old
+    assert check_source((kdir / "dispatch.py").read_text()).ok
+    # the default GPU's tune rewrites _TABLE and keeps the H100's table; the H100's alone replaces its own
+    (tmp_path / "h200.json").write_text(json.dumps({"env": {**env, "gpu": "NVIDIA H200"},
+                                                    "records": [{**rec, "config": {**old, "num_warps": 8}}]}))
+    assert "table of default (NVIDIA H200)" in bake("h200.json", "--merge")
+    bake("h100.json")
+    mod = _load(kdir / "dispatch.py", f"_gpu_again_{op}")
+    assert mod.pick_config(M, N, K) == {**old, "num_warps": 8} and len(mod._TABLE) == len(before._TABLE)
+    assert mod._GPU_TABLES[H100] == [(M, N, K, cfg)]
+
+
+def test_table_block_round_trips_through_the_parser():
+    sys.path.insert(0, str(SCRIPTS))
+    import bake_dispatch as bd
+    cfg = {"path": "tile", "BM": 64}
+    tables = {None: ("src a", [(1, 2, 3, cfg, 4.5)]), H100: ("src 'b'", [(8, 16, 32, cfg, None), (9, 16, 32, cfg, 2.0)])}
+    block = bd.render("NVIDIA H200", tables)
+    src = "x = 1\n" + block + "\ny = 2\n"
+    assert bd.current_tables(src) == ("NVIDIA H200", tables)
+    ns = {}
+    exec(block, ns)
+    assert ns["_GPU_TABLES"][H100][0] == (8, 16, 32, cfg) and ns["_GPU_TABLE_SOURCES"][H100] == "src 'b'"
+    # a block from before per-GPU tables names its GPU only in the source: taken from there
+    old = src.replace("_TABLE_GPU = 'NVIDIA H200'\n", "").replace("'src a'", "'t.json: NVIDIA H200, torch 2.11'")
+    assert bd.current_tables(old)[0] == "NVIDIA H200"
 
 
 @pytest.mark.parametrize("op", OPS)

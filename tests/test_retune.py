@@ -32,7 +32,7 @@ def _load(path, name):
 
 
 def _write_tune(path, records):
-    path.write_text(json.dumps({"env": {"gpu": "H200", "torch": "t", "triton": "3.6.0", "git_sha": "abc",
+    path.write_text(json.dumps({"env": {"gpu": "NVIDIA H200", "torch": "t", "triton": "3.6.0", "git_sha": "abc",
                                         "date": "d", "timing": "graph"}, "records": records}))
 
 
@@ -56,7 +56,7 @@ def test_merge_bake_replaces_only_the_measured_rows(tmp_path):
     assert f"{len(before._TABLE) - 1} rows not measured there kept from" in after._TABLE_SOURCE
     assert before._TABLE_SOURCE in after._TABLE_SOURCE
     text = path.read_text()
-    table = text[text.index("_TABLE = ["):text.index("# --- end of dispatch table ---")]
+    table = text[text.index("_TABLE = ["):text.index("_GPU_TABLE_SOURCES = {}")]
     assert "# 30.0 us" in table and table.count(" us\n") == len(before._TABLE)  # kept rows keep their times
     assert check_source(text).ok
     # without --merge the table is the tune file's winners alone (the tuner's full-grid runs)

@@ -20,7 +20,9 @@ block's scale before it joins the fp32 accumulator: Hopper's fp8 MMA accumulates
 
 Dispatch (as kernels/gemm_bf16/dispatch): `_TABLE` rows (M, N, K, config) are written by
 `scripts/bake_dispatch.py` from `scripts/gpu_tune_gemm.py`'s measurements; a shape takes the nearest
-row (4*|dlog2 M| + |dlog2 N| + |dlog2 K|), `_heuristic` when the table is empty. Every config is
+row (4*|dlog2 M| + |dlog2 N| + |dlog2 K|) of the table measured on the GPU in hand (`_GPU_TABLES`,
+keyed by torch's device name) or else of `_TABLE` (measured on `_TABLE_GPU`), `_heuristic` when that
+is empty. Every config is
 correct for every shape: GEMV only for M <= 4, TMA only where the 16-byte alignment holds (K 328
 or 200 of the small shapes fails it: pointer loads), AKA_PARAMS switches TMA and persistence off.
 
@@ -63,6 +65,7 @@ _GEMV_MAX_M = 4
 _RUNTIME_INTS = ["M", "groups_per_split", "n_work", "n_prog", "split", "s_asm", "s_ask", "s_bsn", "s_bsk"]
 
 # --- dispatch table: scripts/bake_dispatch.py rewrites from here to the end marker ---
+_TABLE_GPU = 'NVIDIA H200'
 _TABLE_SOURCE = 'gemm_tune.json: NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0, sha 1cf0c651b560, 2026-12-03T18:33:14+00:00, CUDA graph replay over rotating input sets (>= 3 x 60 MiB), median of replays / sets'
 _TABLE = [
     (1, 2112, 7168, {'BK': 128, 'BM': 16, 'BN': 64, 'GROUP': 8, 'OCC': 1, 'PERSIST': 0, 'SPLIT_K': 0, 'TMA': 1, 'WS': 0, 'num_stages': 4, 'num_warps': 4, 'path': 'tile'}),  # 11.0 us
@@ -81,6 +84,29 @@ _TABLE = [
     (8192, 2112, 7168, {'BK': 128, 'BM': 128, 'BN': 128, 'GROUP': 16, 'OCC': 1, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 0, 'num_stages': 4, 'num_warps': 8, 'path': 'tile'}),  # 283.7 us
     (8192, 7168, 2048, {'BK': 128, 'BM': 128, 'BN': 128, 'GROUP': 8, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'num_stages': 4, 'num_warps': 8, 'path': 'tile'}),  # 284.2 us
     (16384, 7168, 2304, {'BK': 128, 'BM': 128, 'BN': 128, 'GROUP': 16, 'OCC': 1, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 0, 'num_stages': 4, 'num_warps': 8, 'path': 'tile'}),  # 611.6 us
+]
+# tables measured on other GPUs, keyed by torch.cuda.get_device_name(); pick_config takes the
+# GPU in hand's and falls back to _TABLE
+_GPU_TABLE_SOURCES = {}
+_GPU_TABLES = {}
+_GPU_TABLE_SOURCES['NVIDIA H100 80GB HBM3'] = 'tune.json: NVIDIA H100 80GB HBM3, torch 2.11.0+cu130, triton 3.6.0, sha 283ae704eccc, 2026-12-06T12:32:32+00:00, CUDA graph replay over rotating input sets (>= 3 x 60 MiB), median of replays / sets; 8 rows not measured there kept from the default table (NVIDIA H200): gemm_tune.json: NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0, sha 1cf0c651b560, 2026-12-03T18:33:14+00:00, CUDA graph replay over rotating input sets (>= 3 x 60 MiB), median of replays / sets'
+_GPU_TABLES['NVIDIA H100 80GB HBM3'] = [
+    (1, 2112, 7168, {'BK': 128, 'BM': 16, 'BN': 64, 'GROUP': 8, 'OCC': 1, 'PERSIST': 0, 'SPLIT_K': 0, 'TMA': 1, 'WS': 0, 'num_stages': 4, 'num_warps': 4, 'path': 'tile'}),  # 11.0 us
+    (8, 32768, 512, {'BK': 128, 'BM': 16, 'BN': 64, 'GROUP': 8, 'PERSIST': 0, 'SPLIT_K': 0, 'TMA': 0, 'num_stages': 4, 'num_warps': 4, 'path': 'tile'}),  # 8.1 us
+    (16, 4096, 7168, {'BK': 128, 'BM': 16, 'BN': 64, 'GROUP': 8, 'PERSIST': 0, 'SPLIT_K': 0, 'TMA': 0, 'num_stages': 4, 'num_warps': 4, 'path': 'tile'}),  # 14.5 us
+    (32, 3072, 1536, {'BK': 128, 'BM': 32, 'BN': 64, 'GROUP': 8, 'PERSIST': 0, 'SPLIT_K': 0, 'TMA': 0, 'num_stages': 4, 'num_warps': 4, 'path': 'tile'}),  # 8.8 us
+    (48, 25600, 5120, {'BK': 128, 'BM': 64, 'BN': 64, 'GROUP': 8, 'OCC': 1, 'PERSIST': 0, 'SPLIT_K': 0, 'TMA': 0, 'WS': 0, 'num_stages': 5, 'num_warps': 4, 'path': 'tile'}),  # 46.7 us
+    (64, 7168, 16384, {'BK': 128, 'BM': 64, 'BN': 64, 'GROUP': 8, 'OCC': 1, 'PERSIST': 0, 'SPLIT_K': 0, 'TMA': 1, 'WS': 0, 'num_stages': 4, 'num_warps': 4, 'path': 'tile'}),  # 42.5 us
+    (128, 36864, 7168, {'BK': 128, 'BM': 64, 'BN': 128, 'GROUP': 8, 'PERSIST': 0, 'SPLIT_K': 0, 'TMA': 1, 'num_stages': 4, 'num_warps': 4, 'path': 'tile'}),  # 103.9 us
+    (256, 7168, 18432, {'BK': 128, 'BM': 64, 'BN': 128, 'GROUP': 8, 'PERSIST': 0, 'SPLIT_K': 0, 'TMA': 1, 'num_stages': 4, 'num_warps': 4, 'path': 'tile'}),  # 93.2 us
+    (1024, 4096, 512, {'BK': 128, 'BM': 64, 'BN': 128, 'GROUP': 8, 'OCC': 2, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 0, 'num_stages': 3, 'num_warps': 4, 'path': 'tile'}),  # 9.9 us
+    (2048, 7168, 2048, {'BK': 128, 'BM': 64, 'BN': 128, 'GROUP': 8, 'OCC': 2, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 0, 'num_stages': 3, 'num_warps': 4, 'path': 'tile'}),  # 73.1 us
+    (4096, 2304, 4096, {'BK': 128, 'BM': 64, 'BN': 128, 'GROUP': 8, 'OCC': 2, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 0, 'num_stages': 3, 'num_warps': 4, 'path': 'tile'}),  # 95.0 us
+    (4096, 3072, 1536, {'BK': 128, 'BM': 64, 'BN': 128, 'GROUP': 8, 'OCC': 2, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 0, 'num_stages': 3, 'num_warps': 4, 'path': 'tile'}),  # 48.6 us
+    (4096, 4608, 7168, {'BK': 128, 'BM': 128, 'BN': 128, 'GROUP': 16, 'OCC': 1, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 0, 'num_stages': 4, 'num_warps': 8, 'path': 'tile'}),  # 280.4 us
+    (8192, 2112, 7168, {'BK': 128, 'BM': 128, 'BN': 128, 'GROUP': 8, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'num_stages': 4, 'num_warps': 8, 'path': 'tile'}),  # 286.4 us
+    (8192, 7168, 2048, {'BK': 128, 'BM': 64, 'BN': 128, 'GROUP': 8, 'OCC': 2, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 0, 'num_stages': 3, 'num_warps': 4, 'path': 'tile'}),  # 280.2 us
+    (16384, 7168, 2304, {'BK': 128, 'BM': 128, 'BN': 128, 'GROUP': 16, 'OCC': 1, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 0, 'num_stages': 4, 'num_warps': 8, 'path': 'tile'}),  # 627.0 us
 ]
 # --- end of dispatch table ---
 
@@ -272,11 +298,23 @@ def _log2(v):
     return max(v, 1).bit_length()
 
 
-def pick_config(M, N, K):
-    """The table row nearest to (M, N, K), or the heuristic when the table is empty."""
-    if not _TABLE:
+@functools.lru_cache(maxsize=None)
+def _device_name(index):
+    return torch.cuda.get_device_name(index)
+
+
+def _gpu_name(t):
+    """torch's name of the GPU holding t (the key of _GPU_TABLES), None on a CPU."""
+    return _device_name(t.device.index if t.device.index is not None else torch.cuda.current_device()) if t.is_cuda else None
+
+
+def pick_config(M, N, K, gpu=None):
+    """The row nearest to (M, N, K) of the table measured on `gpu` (torch's device name) when there
+    is one, else of the default table (measured on _TABLE_GPU); the heuristic when that is empty."""
+    table = _GPU_TABLES.get(gpu) or _TABLE
+    if not table:
         return _heuristic(M, N, K)
-    best = min(_TABLE, key=lambda r: 4 * abs(_log2(M) - _log2(r[0])) + abs(_log2(N) - _log2(r[1]))
+    best = min(table, key=lambda r: 4 * abs(_log2(M) - _log2(r[0])) + abs(_log2(N) - _log2(r[1]))
                + abs(_log2(K) - _log2(r[2])))
     return best[3]
 
@@ -378,6 +416,6 @@ class ModelNew(nn.Module):
 
     def forward(self, a, a_scale, b, b_scale):
         M, K = a.shape
-        cfg = pick_config(M, b.shape[0], K)
+        cfg = pick_config(M, b.shape[0], K, _gpu_name(a))
         return gemm(a, a_scale, b, b_scale, cfg, allow_tma=bool(AKA_PARAMS["TMA"]),
                     allow_persistent=bool(AKA_PARAMS["PERSISTENT"]), fixup=bool(AKA_PARAMS["FIXUP"]))

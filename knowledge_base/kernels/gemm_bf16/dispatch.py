@@ -10,7 +10,7 @@ params:
   PERSISTENT: [0, 1]
   FIXUP: [0, 1]
 tuner: gemm
-summary: One candidate for every M. forward() picks a configuration per shape from a table measured on the GPU (nearest measured shape in log space, M weighted most) and runs one of three paths, a GEMV for M <= 4, a pointer-load tile kernel or a TMA tile kernel, each optionally persistent with grouped tile order and split-K (fp32 partials, deterministic second-pass reduction).
+summary: One candidate for every M. forward() picks a configuration per shape from a table measured on the GPU in hand (per-GPU tables; nearest measured shape in log space, M weighted most) and runs one of three paths, a GEMV for M <= 4, a pointer-load tile kernel or a TMA tile kernel, each optionally persistent with grouped tile order and split-K (fp32 partials, deterministic second-pass reduction).
 ---
 y = x @ w.T, x [M, K] and w [N, K] bf16 (both K-contiguous), fp32 accumulation, one bf16 rounding.
 No single tile shape serves M = 1 and M = 16384: decode M is a weight stream (about M FLOP/byte
@@ -24,6 +24,11 @@ Dispatch:
   config of the nearest row by 4*|log2 M - log2 M'| + |log2 N - log2 N'| + |log2 K - log2 K'|, so a
   bench shape gets exactly what was measured for it and any other shape the closest measurement.
   With an empty table `_heuristic` decides (M buckets 1-4, 5-64, 65-256, larger).
+- Tables are per GPU: `_TABLE` was measured on `_TABLE_GPU` (the H200) and serves any GPU without
+  its own; `_GPU_TABLES` holds the tables measured elsewhere, keyed by torch's device name, and the
+  GPU in hand picks its own. The baker writes a tune file into the table of the GPU it was
+  measured on. On an H100 the H200's rows were 0.69x of cuBLAS at M 256 and 0.85x at M 96
+  (kb verify, 2026-12-06), where configs tuned on the H100 reached 0.83x and 0.95x.
 - Every config is correct for every shape: the GEMV path is taken only for M <= 4 (else the
   tile path with the same split), TMA only where the descriptors' 16-byte alignment holds (else
   pointer loads with the same tiles). AKA_PARAMS switches paths off globally: TMA 0 never builds
@@ -95,6 +100,7 @@ _GEMV_MAX_M = 4
 _RUNTIME_INTS = ["M", "k_tiles_per_split", "n_work", "n_prog", "split"]
 
 # --- dispatch table: scripts/bake_dispatch.py rewrites from here to the end marker ---
+_TABLE_GPU = 'NVIDIA H200'
 _TABLE_SOURCE = 'tune.json: NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0, sha 1cf0c651b560, 2026-12-03T18:53:10+00:00, CUDA graph replay over rotating input sets (>= 3 x 60 MiB), median of replays / sets'
 _TABLE = [
     (1, 6144, 4096, {'BK': 128, 'BM': 16, 'BN': 64, 'GROUP': 8, 'OCC': 1, 'PERSIST': 0, 'SPLIT_K': 2, 'TMA': 1, 'WS': 0, 'num_stages': 4, 'num_warps': 4, 'path': 'tile'}),  # 18.5 us
@@ -113,6 +119,29 @@ _TABLE = [
     (8192, 6144, 4096, {'BK': 64, 'BM': 128, 'BN': 256, 'GROUP': 8, 'OCC': 1, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 1, 'num_stages': 3, 'num_warps': 8, 'path': 'tile'}),  # 532.5 us
     (8192, 8192, 2048, {'BK': 64, 'BM': 128, 'BN': 256, 'GROUP': 8, 'OCC': 1, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 1, 'num_stages': 3, 'num_warps': 8, 'path': 'tile'}),  # 380.7 us
     (16384, 8192, 3584, {'BK': 64, 'BM': 128, 'BN': 256, 'GROUP': 8, 'OCC': 1, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 0, 'num_stages': 3, 'num_warps': 8, 'path': 'tile'}),  # 1238.6 us
+]
+# tables measured on other GPUs, keyed by torch.cuda.get_device_name(); pick_config takes the
+# GPU in hand's and falls back to _TABLE
+_GPU_TABLE_SOURCES = {}
+_GPU_TABLES = {}
+_GPU_TABLE_SOURCES['NVIDIA H100 80GB HBM3'] = 'tune.json: NVIDIA H100 80GB HBM3, torch 2.11.0+cu130, triton 3.6.0, sha 66bbba201b8e, 2026-12-06T17:25:20+00:00, CUDA graph replay over rotating input sets (>= 3 x 60 MiB), median of replays / sets; 12 rows not measured there kept from tune.json: NVIDIA H100 80GB HBM3, torch 2.11.0+cu130, triton 3.6.0, sha 932415accd60, 2026-12-06T06:18:54+00:00, CUDA graph replay over rotating input sets (>= 3 x 60 MiB), median of replays / sets'
+_GPU_TABLES['NVIDIA H100 80GB HBM3'] = [
+    (1, 6144, 4096, {'BK': 128, 'BM': 16, 'BN': 64, 'GROUP': 8, 'OCC': 1, 'PERSIST': 0, 'SPLIT_K': 2, 'TMA': 1, 'WS': 0, 'num_stages': 4, 'num_warps': 4, 'path': 'tile'}),  # 23.1 us
+    (8, 5120, 4096, {'BK': 128, 'BM': 16, 'BN': 64, 'GROUP': 8, 'OCC': 1, 'PERSIST': 0, 'SPLIT_K': 2, 'TMA': 1, 'WS': 0, 'num_stages': 4, 'num_warps': 4, 'path': 'tile'}),  # 20.2 us
+    (16, 7168, 8192, {'BK': 128, 'BM': 16, 'BN': 64, 'GROUP': 8, 'OCC': 1, 'PERSIST': 0, 'SPLIT_K': 2, 'TMA': 1, 'WS': 0, 'num_stages': 4, 'num_warps': 4, 'path': 'tile'}),  # 47.2 us
+    (32, 28672, 4096, {'BK': 128, 'BM': 32, 'BN': 64, 'GROUP': 8, 'OCC': 1, 'PERSIST': 0, 'SPLIT_K': 0, 'TMA': 1, 'WS': 0, 'num_stages': 4, 'num_warps': 4, 'path': 'tile'}),  # 84.1 us
+    (64, 128256, 4096, {'BK': 64, 'BM': 64, 'BN': 128, 'GROUP': 8, 'OCC': 1, 'PERSIST': 0, 'SPLIT_K': 0, 'TMA': 1, 'WS': 0, 'num_stages': 5, 'num_warps': 4, 'path': 'tile'}),  # 352.0 us
+    (96, 8192, 7392, {'BK': 64, 'BM': 64, 'BN': 128, 'GROUP': 8, 'OCC': 1, 'PERSIST': 0, 'SPLIT_K': 1, 'TMA': 1, 'WS': 0, 'num_stages': 8, 'num_warps': 4, 'path': 'tile'}),  # 50.0 us
+    (128, 4096, 14336, {'BK': 128, 'BM': 64, 'BN': 128, 'GROUP': 8, 'OCC': 1, 'PERSIST': 0, 'SPLIT_K': 2, 'TMA': 1, 'WS': 0, 'num_stages': 4, 'num_warps': 4, 'path': 'tile'}),  # 52.2 us
+    (256, 2560, 8192, {'BK': 64, 'BM': 64, 'BN': 128, 'GROUP': 8, 'OCC': 1, 'PERSIST': 0, 'SPLIT_K': 1, 'TMA': 1, 'WS': 0, 'num_stages': 8, 'num_warps': 4, 'path': 'tile'}),  # 28.8 us
+    (512, 4096, 4096, {'BK': 64, 'BM': 128, 'BN': 128, 'GROUP': 8, 'OCC': 1, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 0, 'num_stages': 4, 'num_warps': 8, 'path': 'tile'}),  # 29.5 us
+    (1024, 37888, 3584, {'BK': 64, 'BM': 128, 'BN': 256, 'GROUP': 8, 'OCC': 1, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 1, 'num_stages': 3, 'num_warps': 8, 'path': 'tile'}),  # 356.7 us
+    (2048, 8192, 7392, {'BK': 64, 'BM': 128, 'BN': 256, 'GROUP': 8, 'OCC': 1, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 1, 'num_stages': 3, 'num_warps': 8, 'path': 'tile'}),  # 325.2 us
+    (4096, 25600, 5120, {'BK': 64, 'BM': 128, 'BN': 256, 'GROUP': 8, 'OCC': 1, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 1, 'num_stages': 3, 'num_warps': 8, 'path': 'tile'}),  # 1373.9 us
+    (4096, 28672, 4096, {'BK': 64, 'BM': 128, 'BN': 256, 'GROUP': 8, 'OCC': 1, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 0, 'num_stages': 3, 'num_warps': 8, 'path': 'tile'}),  # 1246.9 us
+    (8192, 6144, 4096, {'BK': 64, 'BM': 128, 'BN': 256, 'GROUP': 8, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 0, 'num_stages': 3, 'num_warps': 8, 'path': 'tile'}),  # 533.9 us
+    (8192, 8192, 2048, {'BK': 64, 'BM': 128, 'BN': 256, 'GROUP': 8, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 0, 'num_stages': 3, 'num_warps': 8, 'path': 'tile'}),  # 384.9 us
+    (16384, 8192, 3584, {'BK': 64, 'BM': 128, 'BN': 256, 'GROUP': 8, 'OCC': 1, 'PERSIST': 1, 'SPLIT_K': 1, 'TMA': 1, 'WS': 1, 'num_stages': 3, 'num_warps': 8, 'path': 'tile'}),  # 1256.7 us
 ]
 # --- end of dispatch table ---
 
@@ -280,11 +309,23 @@ def _log2(v):
     return max(v, 1).bit_length()
 
 
-def pick_config(M, N, K):
-    """The table row nearest to (M, N, K), or the heuristic when the table is empty."""
-    if not _TABLE:
+@functools.lru_cache(maxsize=None)
+def _device_name(index):
+    return torch.cuda.get_device_name(index)
+
+
+def _gpu_name(t):
+    """torch's name of the GPU holding t (the key of _GPU_TABLES), None on a CPU."""
+    return _device_name(t.device.index if t.device.index is not None else torch.cuda.current_device()) if t.is_cuda else None
+
+
+def pick_config(M, N, K, gpu=None):
+    """The row nearest to (M, N, K) of the table measured on `gpu` (torch's device name) when there
+    is one, else of the default table (measured on _TABLE_GPU); the heuristic when that is empty."""
+    table = _GPU_TABLES.get(gpu) or _TABLE
+    if not table:
         return _heuristic(M, N, K)
-    best = min(_TABLE, key=lambda r: 4 * abs(_log2(M) - _log2(r[0])) + abs(_log2(N) - _log2(r[1]))
+    best = min(table, key=lambda r: 4 * abs(_log2(M) - _log2(r[0])) + abs(_log2(N) - _log2(r[1]))
                + abs(_log2(K) - _log2(r[2])))
     return best[3]
 
@@ -385,6 +426,6 @@ class ModelNew(nn.Module):
 
     def forward(self, x, w):
         M, K = x.shape
-        cfg = pick_config(M, w.shape[0], K)
+        cfg = pick_config(M, w.shape[0], K, _gpu_name(x))
         return gemm(x, w, cfg, allow_tma=bool(AKA_PARAMS["TMA"]), allow_persistent=bool(AKA_PARAMS["PERSISTENT"]),
                     fixup=bool(AKA_PARAMS["FIXUP"]))

@@ -1,18 +1,31 @@
 #!/usr/bin/env bash
 # The session's first call (twenty-first session), either card.
 # On an H200: fused_moe/grouped_dispatch's all-shape kb verify (results/h100/device-2026-12-07b's call 1,
-# 287 s on the H100), then kb verify of what has no H200 verdict (device-2026-12-06g/call_rest.sh).
-# On an H100 (grouped_dispatch and most kernels have H100 verdicts): the production peers on the
-# large shapes of the ops that carry the suite's weight and of the attention ops whose flex peers were
-# never timed on a GPU (scripts/gpu_peers.sh), against each op's best H100 kernel.
+# 287 s on the H100), then kb verify of what has no current H200 verdict (device-2026-12-06g/call_rest.sh;
+# gemm_bf16 and fp8_block_scaled_gemm dispatch among them: their code changed with the per-GPU tables).
+# On an H100: kb verify of the two GEMM dispatch kernels with their new H100 tables, then the production
+# peers on the large shapes of the ops that carry the suite's weight and of the attention ops whose flex
+# peers were never timed on a GPU (scripts/gpu_peers.sh), each op's best kernel on this card, the
+# fresh GEMM verdicts included.
 #   OUT=$OUT bash results/h100/device-2026-12-07c/call1.sh   (carry .gpucache and .whl)
+#   after: untar out.tgz (H100: a/ holds kbv.tgz, peers.tgz is beside it); collect_kbverify.py as in call_rest.sh
 set -uo pipefail
 T0=$(date +%s)
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
   AKA_MOE_NO_BASELINES=1 AKA_DEADLINE_S=330 OUT=$OUT/a bash scripts/gpu_moe_verify.sh
-  AKA_DEADLINE_S=$(( 565 - ($(date +%s) - T0) )) OUT=$OUT/b bash results/h100/device-2026-12-06g/call_rest.sh
+  AKA_DEADLINE_S=$(( 565 - ($(date +%s) - T0) )) OUT=$OUT/b bash results/h100/device-2026-12-07c/verify_rest.sh
 else
-  AKA_PEER_OPS=${AKA_PEER_OPS:-paged_decode_attention,gemm_bf16,fused_moe,prefill_attention,mla_decode_attention,softcap_window_decode_attention,fp8_block_scaled_gemm,rms_norm,silu_and_mul} \
-    AKA_PEER_JOBS=4 AKA_DEADLINE_S=${AKA_DEADLINE_S:-560} bash scripts/gpu_peers.sh
+  mkdir -p $OUT/a
+  ( . scripts/device_lib.sh; OUT=$OUT/a; call_begin 250; trap - EXIT
+    kb_copy /tmp/kbv; touch /tmp/kbv/stamp
+    kbv $(( $(left) - 20 )) 4 --op gemm_bf16,fp8_block_scaled_gemm,rms_norm_backward --missing-first \
+      --first gemm_bf16,fp8_block_scaled_gemm
+    ( cd /tmp/kbv/results/kb && find kernels -newer /tmp/kbv/stamp -type f | tar czf $OUT/kbv.tgz -T - )
+    grep -v ': deferred\|━' $OUT/kbverify.log | tail -30
+    # the fresh verdicts into this copy of the tree, so the peers' plan takes the re-verified dispatch kernels
+    cp -r /tmp/kbv/results/kb/kernels/. results/kb/kernels/
+    pack_out )
+  AKA_PEER_OPS=${AKA_PEER_OPS:-gemm_bf16,paged_decode_attention,fused_moe,prefill_attention,mla_decode_attention,softcap_window_decode_attention,fp8_block_scaled_gemm,rms_norm,silu_and_mul} \
+    AKA_PEER_JOBS=4 AKA_DEADLINE_S=$(( 565 - ($(date +%s) - T0) )) bash scripts/gpu_peers.sh
 fi
 echo "call wall $(( $(date +%s) - T0 ))"
