@@ -684,6 +684,10 @@ def test_offline_proposer_tries_a_kernel_with_a_one_shape_h200_result_first_wher
     cuda = rec["devices"]["cuda"]
     (zero,) = [dict(s, sol_fraction=best0 * ratio) for s in cuda["shapes"] if str(s["id"]) == "0"]
     cuda["shapes"], cuda["shapes_spec"] = [zero], "first"
+    # the record speaks for the kernel as it is now (its code moved on after its H200 verify: this test
+    # is about how a one-shape record ranks, not about staleness)
+    from aka.kb.verify import source_hash
+    cuda["source_hash"] = source_hash(kb / "gemm_bf16" / "dispatch.py")
     (res / "dispatch.results.json").write_text(json.dumps(rec))
     assert recorded_sol(kb / "gemm_bf16" / "dispatch.py", "gemm_bf16", "cuda") == {"0": best0 * ratio}
     ctx = SimpleNamespace(problem=problem, task=t, device="cuda", history=[], parent=None)
