@@ -5,13 +5,14 @@
 # large shape while a newer kernel beat compile on the H100 (softmax dispatch 1.15x, causal_conv1d
 # pair_words 1.28x, top_k_top_p_filter tail_scatter; issue 20's "faster than compile at large shapes").
 #   OUT=$OUT bash results/h100/device-2026-12-06g/call_rest.sh   (carry .gpucache and .whl)
+#   AKA_FIRST_OPS=a,b puts those ops' kernels before the list below
 #   after: untar out.tgz; mkdir -p /tmp/kbvN/results/kb && tar xzf <folder>/kbv.tgz -C /tmp/kbvN/results/kb
 #   python scripts/collect_kbverify.py callN=/tmp/kbvN --since <start> --out <folder>/kbverify.tsv --merge
 set -uo pipefail
 . scripts/device_lib.sh
 call_begin 560
 kb_copy /tmp/kbv; touch /tmp/kbv/stamp
-FIRST=mla_decode_attention,softmax,causal_conv1d,top_k_top_p_filter,rms_norm,silu_and_mul,gelu_and_mul
+FIRST=${AKA_FIRST_OPS:+$AKA_FIRST_OPS,}mla_decode_attention,softmax,causal_conv1d,top_k_top_p_filter,rms_norm,silu_and_mul,gelu_and_mul
 FIRST=$FIRST,gated_rms_norm,l2_norm,qk_norm,fused_qkv_rope,moe_sum,layer_norm,fused_add_rms_norm,$KBV_ORDER
 kbv $(( $(left) - 25 )) 4 --first "$FIRST" --missing-first
 ( cd /tmp/kbv/results/kb && find kernels -newer /tmp/kbv/stamp -type f | tar czf $OUT/kbv.tgz -T - )

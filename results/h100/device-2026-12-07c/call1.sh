@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The session's first call (twenty-first session), either card.
 # On an H200: fused_moe/grouped_dispatch's all-shape kb verify (results/h100/device-2026-12-07b's call 1,
-# 287 s on the H100), then kb verify of what has no current H200 verdict (device-2026-12-06g/call_rest.sh;
-# gemm_bf16 and fp8_block_scaled_gemm dispatch among them: their code changed with the per-GPU tables).
+# 287 s on the H100), then kb verify of what has no current H200 verdict (device-2026-12-06g/call_rest.sh,
+# gemm_bf16 and fp8_block_scaled_gemm dispatch first: their code changed with the per-GPU tables).
 # On an H100: kb verify of the two GEMM dispatch kernels with their new H100 tables, then the production
 # peers on the large shapes of the ops that carry the suite's weight and of the attention ops whose flex
 # peers were never timed on a GPU (scripts/gpu_peers.sh), each op's best kernel on this card, the
@@ -13,7 +13,8 @@ set -uo pipefail
 T0=$(date +%s)
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
   AKA_MOE_NO_BASELINES=1 AKA_DEADLINE_S=330 OUT=$OUT/a bash scripts/gpu_moe_verify.sh
-  AKA_DEADLINE_S=$(( 565 - ($(date +%s) - T0) )) OUT=$OUT/b bash results/h100/device-2026-12-07c/verify_rest.sh
+  AKA_DEADLINE_S=$(( 565 - ($(date +%s) - T0) )) OUT=$OUT/b \
+    AKA_FIRST_OPS=gemm_bf16,fp8_block_scaled_gemm bash results/h100/device-2026-12-06g/call_rest.sh
 else
   mkdir -p $OUT/a
   ( . scripts/device_lib.sh; OUT=$OUT/a; call_begin 250; trap - EXIT
