@@ -79,6 +79,18 @@ def test_best_table_picks_the_op_s_best_current_kernel(tmp_path):
     assert [p.name for p in missing] == ["online.py"] and ops == ["softmax"]
     text = markdown(best_table(root, "cuda"), "", (len(missing), 3, ops))
     assert "1 of 3 kernels have no current, passing result" in text and "1 ops have none: softmax." in text
+    assert "Stale verdicts" not in text
+    # the stale verdict is named where it beat the op's row (here the op has none), with its figure
+    from aka.kb.best import stale_leaders
+    stale = stale_leaders(root, best_table(root, "cuda"), "cuda")
+    assert [(d["op"], d["kernel"], d["row"]) for d in stale] == [("softmax", "online", None)]
+    assert stale[0]["objective"] == pytest.approx(h200["softmax"]["objective"])
+    text = markdown(best_table(root, "cuda"), "", (len(missing), 3, ops), stale=stale)
+    assert "Stale verdicts above their op's row: 1 kernels" in text and "softmax/online " in text and "the row: none" in text
+    h100_stale = stale_leaders(root, best_table(root, "cuda", gpu="H100"), "cuda", gpu="H100")
+    assert [d["kernel"] for d in h100_stale] == ["online"] and h100_stale[0]["objective"] == pytest.approx(h100["softmax"]["objective"])
+    # a current row at least as good hides it: not a lead any more
+    assert stale_leaders(root, [{"op": "softmax", "objective": 1.0}], "cuda") == []
     # a verdict on the first shape only (kb verify --shapes first) is not a result over the op's
     # shapes: not ranked against whole-set results, and the kernel is still listed as unverified
     verify(root, "cuda", op="softmax", evaluate_fn=run, shapes="first")

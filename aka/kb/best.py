@@ -127,6 +127,30 @@ def unverified(root: Path, device: str = "cuda", gpu: str | None = None) -> tupl
     return missing, sorted(ops - covered)
 
 
+def stale_leaders(root: Path, rows: list[dict], device: str = "cuda", gpu: str | None = None) -> list[dict]:
+    """Kernels whose passing verdict on this device (on `gpu`, when given) no longer speaks for them
+    (their code, the op's shapes or the timing method changed since) and whose objective then beat
+    the op's row now, or the op has no row: where the table is lower than the last measurement, and
+    what `aka kb verify --op OP` should measure again. Their figures are not in the table."""
+    from aka.kb.verify import device_entry, is_current, kernel_op, kernel_paths, read_results
+    from aka.problem import load_problem
+    best = {r["op"]: r["objective"] or 0.0 for r in rows}
+    out = []
+    for p in kernel_paths(root):
+        e = device_entry(read_results(p), device, gpu)
+        if gpu and gpu.lower() not in str(e.get("gpu") or "").lower():
+            continue
+        if e.get("status") != "pass" or not e.get("shapes") or is_current(p, device, gpu=e.get("gpu") if gpu else None):
+            continue
+        op = kernel_op(p)
+        weights = {s.id: s.weight for s in load_problem(op).shapes.values()}
+        obj = summarize(e["shapes"], weights)["objective"]
+        if obj is not None and obj > best.get(op, 0.0):
+            out.append({"op": op, "kernel": p.stem, "objective": obj, "date": e.get("date"),
+                        "row": best.get(op)})
+    return sorted(out, key=lambda d: (d["op"], -d["objective"]))
+
+
 def suite_estimate(rows: list[dict], weights: dict[str, float]) -> dict:
     """The suite score of these kernels: Σ op weight x objective over the suite's ops divided by Σ
     weight (aka/bench/score.py's definition, with each op's best verdict in place of one bench run),
@@ -146,8 +170,9 @@ def suite_estimate(rows: list[dict], weights: dict[str, float]) -> dict:
 
 
 def markdown(rows: list[dict], provenance: str = "", missing: tuple[int, int, list[str]] | None = None,
-             suite: dict | None = None) -> str:
-    """`missing`: (kernels without a current passing result, kernels in all, ops with none)."""
+             suite: dict | None = None, stale: list[dict] | None = None) -> str:
+    """`missing`: (kernels without a current passing result, kernels in all, ops with none); `stale`:
+    stale_leaders' list."""
     met = sum(r["meets"] for r in rows)
     lines = ["# Best knowledge-base kernel per op", "", provenance, "",
              f"Produced by `aka kb best` from the results `aka kb verify --device cuda` recorded. Large shapes: "
@@ -187,4 +212,10 @@ def markdown(rows: list[dict], provenance: str = "", missing: tuple[int, int, li
         n, total, ops = missing
         lines += ["", f"Not in this table: {n} of {total} kernels have no current, passing result on this device"
                   + (f"; {len(ops)} ops have none: {', '.join(ops)}." if ops else ".")]
+    if stale:
+        items = "; ".join(f"{d['op']}/{d['kernel']} {d['objective']:.3f} ({str(d.get('date') or '?')[:10]}; the row: "
+                          + (f"{d['row']:.3f})" if d.get("row") is not None else "none)") for d in stale)
+        lines += ["", f"Stale verdicts above their op's row: {len(stale)} kernels passed here with a higher objective, "
+                  "but their code (or the op's shapes, or the timing method) changed since, so they do not count "
+                  f"until `aka kb verify` measures them again: {items}."]
     return "\n".join(lines) + "\n"

@@ -389,7 +389,7 @@ def cmd_verify(args) -> int:
 
 
 def cmd_best(args) -> int:
-    from aka.kb.best import best_table, markdown, suite_estimate, unverified
+    from aka.kb.best import best_table, markdown, stale_leaders, suite_estimate, unverified
     from aka.kb.verify import kernel_paths
     console = _console()
     rows = best_table(_root(args), args.device, args.gpu)
@@ -403,7 +403,8 @@ def cmd_best(args) -> int:
     missing, ops = unverified(_root(args), args.device, args.gpu)
     from aka.bench.suite import load_suite
     text = markdown(rows, prov, (len(missing), len(kernel_paths(_root(args))), ops),
-                    suite=suite_estimate(rows, load_suite().weights))
+                    suite=suite_estimate(rows, load_suite().weights),
+                    stale=stale_leaders(_root(args), rows, args.device, args.gpu))
     if args.out:
         Path(args.out).write_text(text)
         console.print(f"wrote {args.out}")
