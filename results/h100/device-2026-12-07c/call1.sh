@@ -9,15 +9,17 @@
 # fresh GEMM verdicts included.
 #   OUT=$OUT bash results/h100/device-2026-12-07c/call1.sh   (carry .gpucache and .whl)
 #   after: untar out.tgz (H100: a/ holds kbv.tgz, peers.tgz is beside it); collect_kbverify.py as in call_rest.sh
+#   AKA_CALL_S: the call's seconds (default 565; less when the session's device budget is short)
 set -uo pipefail
 T0=$(date +%s)
+CALL_S=${AKA_CALL_S:-565}
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
-  AKA_MOE_NO_BASELINES=1 AKA_DEADLINE_S=330 OUT=$OUT/a bash scripts/gpu_moe_verify.sh
-  AKA_DEADLINE_S=$(( 565 - ($(date +%s) - T0) )) OUT=$OUT/b \
+  AKA_MOE_NO_BASELINES=1 AKA_DEADLINE_S=$(( CALL_S < 565 ? CALL_S - 130 : 330 )) OUT=$OUT/a bash scripts/gpu_moe_verify.sh
+  AKA_DEADLINE_S=$(( CALL_S - ($(date +%s) - T0) )) OUT=$OUT/b \
     AKA_FIRST_OPS=gemm_bf16,fp8_block_scaled_gemm bash results/h100/device-2026-12-06g/call_rest.sh
 else
   mkdir -p $OUT/a
-  ( . scripts/device_lib.sh; OUT=$OUT/a; call_begin 250; trap - EXIT
+  ( . scripts/device_lib.sh; OUT=$OUT/a; call_begin $(( CALL_S * 45 / 100 )); trap - EXIT
     kb_copy /tmp/kbv; touch /tmp/kbv/stamp
     kbv $(( $(left) - 20 )) 4 --op gemm_bf16,fp8_block_scaled_gemm,rms_norm_backward --missing-first \
       --first gemm_bf16,fp8_block_scaled_gemm
@@ -27,6 +29,6 @@ else
     cp -r /tmp/kbv/results/kb/kernels/. results/kb/kernels/
     pack_out )
   AKA_PEER_OPS=${AKA_PEER_OPS:-gemm_bf16,paged_decode_attention,fused_moe,prefill_attention,mla_decode_attention,softcap_window_decode_attention,fp8_block_scaled_gemm,rms_norm,silu_and_mul} \
-    AKA_PEER_JOBS=4 AKA_DEADLINE_S=$(( 565 - ($(date +%s) - T0) )) bash scripts/gpu_peers.sh
+    AKA_PEER_JOBS=4 AKA_DEADLINE_S=$(( CALL_S - ($(date +%s) - T0) )) bash scripts/gpu_peers.sh
 fi
 echo "call wall $(( $(date +%s) - T0 ))"
