@@ -1,7 +1,8 @@
 """Re-tune a dispatch kernel's table on the GPU in hand: one move of the offline search.
 
-A dispatch kernel carries a table of configurations measured per bench shape on one GPU
-(gemm_bf16/dispatch.py's `_TABLE`, the attention kernels' `DISPATCH`), written by a tuner run and a
+A dispatch kernel carries configurations measured per bench shape (gemm_bf16/dispatch.py's `_TABLE`
+for its default GPU and `_GPU_TABLES[gpu]` for others, the bake writing the GPU in hand's; the
+attention kernels' `DISPATCH`, one table), written by a tuner run and a
 bake (scripts/gpu_tune_gemm.py + bake_dispatch.py, scripts/gpu_tune_attn.py +
 bake_dispatch_attn.py). The search's coordinate moves change AKA_PARAMS, global switches that leave
 the table as it is, so on another GPU, or after the tuner's grid grew, nothing in the search could
