@@ -235,6 +235,29 @@ def test_a_table_of_gpu_grid_configs_passes_the_harness_on_small_shapes(op, tmp_
     assert res.status == "pass", res.reason
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("op", OPS)
+def test_every_committed_gpu_table_row_passes_the_harness_on_small_shapes(op, tmp_path):
+    """On a CPU the kernel takes its default table (no GPU name), so a config that only another GPU's
+    table holds never runs in CI by itself: each one is made the whole table of a copy, which then
+    serves every small shape, and judged."""
+    from aka.evaluate.api import EvalConfig, evaluate
+    mod = _load(KERNELS / op / "dispatch.py", f"_gpu_tables_{op}")
+    assert mod._GPU_TABLES, f"{op}: no per-GPU table committed"
+    default = [r[3] for r in mod._TABLE]
+    only_there = []
+    for gpu in sorted(mod._GPU_TABLES):
+        only_there += [r[3] for r in mod._GPU_TABLES[gpu] if r[3] not in default and r[3] not in only_there]
+    assert only_there, f"{op}: the GPU tables hold no config of their own"
+    src = (KERNELS / op / "dispatch.py").read_text()
+    for n, cfg in enumerate(only_there):
+        (tmp_path / str(n) / op).mkdir(parents=True)
+        copy = tmp_path / str(n) / op / "dispatch.py"
+        copy.write_text(src + f"\n_TABLE = [(1, 1, 1, {cfg!r})]\n")
+        res = evaluate(op, copy, shapes="small", config=EvalConfig(device="cpu", seed=5))
+        assert res.status == "pass", (cfg, res.reason)
+
+
 FIXUP_SCRIPT = r"""
 import json, sys, torch
 from aka.evaluate.interp_fix import install
