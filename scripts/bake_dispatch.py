@@ -115,13 +115,9 @@ def current_tables(src: str) -> tuple[str | None, dict]:
     return default_gpu, {k: (sources.get(k, ""), v) for k, v in rows.items()}
 
 
-def current_rows(src: str, gpu: str | None = None) -> list[tuple[int, int, int, dict, float | None]]:
-    """The (M, N, K, config, us) rows of one table: the default (gpu None) or that GPU's."""
-    return current_tables(src)[1].get(gpu, ("", []))[1]
-
-
-def bake(tune_path: Path, op: str, kernel_path: Path, dry_run: bool = False, merge: bool = False) -> tuple[str, str]:
-    """Bake one op; returns the new source and which table it wrote ("default (GPU)" or the GPU)."""
+def bake(tune_path: Path, op: str, kernel_path: Path, dry_run: bool = False, merge: bool = False) -> tuple[str, str, int]:
+    """Bake one op; returns the new source, which table it wrote ("default (GPU)" or the GPU) and that
+    table's row count."""
     doc = json.loads(tune_path.read_text())
     rows = winners(doc, op)
     if not rows:
@@ -154,7 +150,7 @@ def bake(tune_path: Path, op: str, kernel_path: Path, dry_run: bool = False, mer
     new = head + render(default_gpu, tables) + tail
     if not dry_run:
         kernel_path.write_text(new)
-    return new, (f"default ({default_gpu})" if target is None else target)
+    return new, (f"default ({default_gpu})" if target is None else target), len(rows)
 
 
 def main(argv=None) -> int:
@@ -176,8 +172,7 @@ def main(argv=None) -> int:
                 print(f"bake_dispatch: {tune} has no records for {op}: left as it is", file=sys.stderr)
                 continue
             path = Path(args.kernels) / op / "dispatch.py"
-            new, which = bake(tune, op, path, args.dry_run, args.merge)
-            n = len(current_rows(new, None if which.startswith("default (") else which))
+            new, which, n = bake(tune, op, path, args.dry_run, args.merge)
             table = new[new.index(BEGIN):new.index(END)]
             print(f"{path}: {n} rows, table of {which}" + ("" if not args.dry_run else "\n" + table))
     except (BakeError, json.JSONDecodeError, OSError) as exc:

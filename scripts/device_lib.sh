@@ -49,6 +49,14 @@ kb_copy() {
     python3 scripts/collect_kbverify.py prev="$AKA_CACHE_DIR/kbv_prev" --out /tmp/kbv_prev.tsv --merge \
       --into "$1/results/kb" | tail -1
   fi
+  touch "$1/stamp"   # kbv_pack packs the verdicts written after this
+}
+
+# the verdicts a verify of the scratch copy (kb_copy DIR, default /tmp/kbv) wrote since kb_copy, as
+# $OUT/kbv.tgz (paths under results/kb): kbv_pack [DIR]
+kbv_pack() {
+  local d=${1:-/tmp/kbv}
+  ( cd "$d/results/kb" && find kernels -newer "$d/stamp" -type f | tar czf "$OUT/kbv.tgz" -T - )
 }
 
 # The peers' libraries from the carried wheels (.whl/) when the device lacks them: Liger (norms and

@@ -15,7 +15,7 @@
 set -uo pipefail
 . scripts/device_lib.sh
 call_begin 560
-kb_copy /tmp/kbv; touch /tmp/kbv/stamp
+kb_copy /tmp/kbv
 mkdir -p /tmp/kbv_moe && mv /tmp/kbv/knowledge_base/kernels/fused_moe/{atomic_combine,sorted_grouped}.py /tmp/kbv_moe/
 ls "$AKA_CACHE_DIR"/baselines/fused_moe-* 2>/dev/null | wc -l | sed 's/^/baselines cached at the start: /'
 ( timeout --signal=INT --kill-after=10 $(( $(left) - 40 )) python3 -m aka.cli bench run --impl reference,compile \
@@ -29,6 +29,6 @@ pkill -INT -f "aka.cli bench run --impl reference,compile" 2>/dev/null; wait $WA
 tail -5 $OUT/warm_moe.log
 ls "$AKA_CACHE_DIR"/baselines/fused_moe-* 2>/dev/null | wc -l | sed 's/^/baselines cached at the end: /'
 mv /tmp/kbv_moe/*.py /tmp/kbv/knowledge_base/kernels/fused_moe/
-( cd /tmp/kbv/results/kb && find kernels -newer /tmp/kbv/stamp -type f | tar czf $OUT/kbv.tgz -T - )
+kbv_pack
 grep -v '━' $OUT/kbverify.log | tail -8
 echo "wall $(( $(date +%s) - T0 ))"

@@ -79,7 +79,7 @@ def main(argv=None) -> int:
     # the best kernel on the card in hand (H100 or H200) where it has verdicts, else the H200's
     here = torch.cuda.get_device_name() if torch.cuda.is_available() else ""
     best = {}
-    for gpu in ["H200"] + [g for g in ("H100",) if g in here]:
+    for gpu in ["H200"] + (["H100"] if "H100" in here else []):
         try:
             best.update({r["op"]: r["kernel"] for r in best_table(ROOT / "knowledge_base", "cuda", gpu)})
         except Exception as e:  # noqa: BLE001 - no results at all: every op falls back, said per op

@@ -201,12 +201,19 @@ def test_pack_out_brings_the_baselines_and_kb_copy_merges_an_earlier_calls_verdi
     entry = {"status": "pass", "gpu": "Test GPU 9000", "source_hash": src_hash, "date": "2099-01-01T00:00:00+00:00",
              "shapes_spec": "all", "shapes": [{"id": "0", "label": "x", "correct": True, "time_us": 1.0}]}
     prev.write_text(json.dumps({"devices": {"cuda": entry}}))
+    # a verify's verdict, written a moment after kb_copy (file times tick coarsely; a real verify takes minutes)
+    fresh = scratch / "results" / "kb" / "kernels" / "rms_norm" / "new.results.json"
     script = ('set -uo pipefail; . scripts/device_lib.sh; echo p > "$OUT/provenance.txt"; '
-              f'kb_copy {scratch}; pack_out')
+              f'kb_copy {scratch}; sleep 0.1; echo {{}} > {fresh}; kbv_pack {scratch}; pack_out')
     env = dict(os.environ, OUT=str(out), AKA_CACHE_DIR=str(cache))
     r = subprocess.run(["bash", "-c", script], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert "./baselines.tgz" in _members(out / "out.tgz")
+    assert {"./baselines.tgz", "./kbv.tgz"} <= set(_members(out / "out.tgz"))
+    # kbv_pack: only what was written after kb_copy (its stamp), the merged earlier verdicts not
+    import tarfile
+    with tarfile.open(out / "out.tgz") as t:
+        inner = tarfile.open(fileobj=t.extractfile("./kbv.tgz"))
+        assert inner.getnames() == ["kernels/rms_norm/new.results.json"]
     merged = json.loads((scratch / "results" / "kb" / f"{kernel}.results.json").read_text())
     assert "Test GPU 9000" in json.dumps(merged)                          # the earlier call's verdict
     assert merged["devices"]["cpu"] == committed["devices"]["cpu"]          # the committed ones kept

@@ -86,9 +86,14 @@ def _counts(p: Path, e: dict, device: str, gpu: str | None) -> bool:
     given) recorded on a GPU whose name contains it (a record keeps each GPU model's verdict:
     aka.kb.verify.cuda_entry), so one GPU's table holds none of another's figures."""
     from aka.kb.verify import is_current
-    if gpu and gpu.lower() not in str(e.get("gpu") or "").lower():
-        return False
-    return e.get("status") == "pass" and bool(e.get("shapes")) and is_current(p, device, gpu=e.get("gpu") if gpu else None)
+    return _passed(e, gpu) and is_current(p, device, gpu=e.get("gpu") if gpu else None)
+
+
+def _passed(e: dict, gpu: str | None) -> bool:
+    """A passing entry over shapes, recorded (when `gpu` is given) on a GPU whose name contains it;
+    current or not."""
+    return ((not gpu or gpu.lower() in str(e.get("gpu") or "").lower())
+            and e.get("status") == "pass" and bool(e.get("shapes")))
 
 
 def best_table(root: Path, device: str = "cuda", gpu: str | None = None) -> list[dict]:
@@ -138,9 +143,7 @@ def stale_leaders(root: Path, rows: list[dict], device: str = "cuda", gpu: str |
     out = []
     for p in kernel_paths(root):
         e = device_entry(read_results(p), device, gpu)
-        if gpu and gpu.lower() not in str(e.get("gpu") or "").lower():
-            continue
-        if e.get("status") != "pass" or not e.get("shapes") or is_current(p, device, gpu=e.get("gpu") if gpu else None):
+        if not _passed(e, gpu) or is_current(p, device, gpu=e.get("gpu") if gpu else None):
             continue
         op = kernel_op(p)
         weights = {s.id: s.weight for s in load_problem(op).shapes.values()}

@@ -11,7 +11,7 @@
 set -uo pipefail
 . scripts/device_lib.sh
 call_begin 560
-kb_copy /tmp/kbv; touch /tmp/kbv/stamp
+kb_copy /tmp/kbv
 timeout 90 python3 scripts/gpu_tune_attn.py $OUT/tune_paged --deadline 75 --ops paged_decode_attention \
   --shapes 0,6,5,1 > $OUT/tune_paged.log 2>&1
 echo "[tune paged rc=$? $(( $(date +%s) - T0 ))s]"; tail -8 $OUT/tune_paged.log
@@ -41,7 +41,7 @@ else
   mv /tmp/kbv_pd/*.py /tmp/kbv/knowledge_base/kernels/paged_decode_attention/
   (( $(left) > 85 )) && kbv $(( $(left) - 25 )) 4 --first "$KBV_ORDER" --missing-first
 fi
-( cd /tmp/kbv/results/kb && find kernels -newer /tmp/kbv/stamp -type f | tar czf $OUT/kbv.tgz -T - )
+kbv_pack
 tar tzf $OUT/kbv.tgz | wc -l; echo "deferred: $(grep -c ': deferred' $OUT/kbverify.log)"
 grep -v ': deferred\|━' $OUT/kbverify.log | tail -20
 echo "wall $(( $(date +%s) - T0 ))"

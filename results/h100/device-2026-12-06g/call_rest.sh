@@ -11,11 +11,11 @@
 set -uo pipefail
 . scripts/device_lib.sh
 call_begin 560
-kb_copy /tmp/kbv; touch /tmp/kbv/stamp
+kb_copy /tmp/kbv
 FIRST=${AKA_FIRST_OPS:+$AKA_FIRST_OPS,}mla_decode_attention,softmax,causal_conv1d,top_k_top_p_filter,rms_norm,silu_and_mul,gelu_and_mul
 FIRST=$FIRST,gated_rms_norm,l2_norm,qk_norm,fused_qkv_rope,moe_sum,layer_norm,fused_add_rms_norm,$KBV_ORDER
 kbv $(( $(left) - 25 )) 4 --first "$FIRST" --missing-first
-( cd /tmp/kbv/results/kb && find kernels -newer /tmp/kbv/stamp -type f | tar czf $OUT/kbv.tgz -T - )
+kbv_pack
 tar tzf $OUT/kbv.tgz | wc -l; echo "deferred: $(grep -c ': deferred' $OUT/kbverify.log)"
 grep -v ': deferred\|━' $OUT/kbverify.log | tail -40
 echo "wall $(( $(date +%s) - T0 ))"

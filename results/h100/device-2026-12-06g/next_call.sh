@@ -14,7 +14,7 @@
 set -uo pipefail
 . scripts/device_lib.sh
 call_begin 560
-kb_copy /tmp/kbv; touch /tmp/kbv/stamp
+kb_copy /tmp/kbv
 if (( ON_H200 )); then   # the H100 table holds this session's H100 tune already
   timeout 115 python3 scripts/gpu_tune_moe.py $OUT/tune_moe --deadline 100 --shapes 14,10,13,12,9,15,11,8 \
     > $OUT/tune_moe.log 2>&1
@@ -40,7 +40,7 @@ if (( ON_H200 )); then
   (( $(left) > 60 )) && kbv $(( $(left) - 15 )) 1 --op gemm_bf16       # dispatch alone
   mv /tmp/kbv_gm/*.py /tmp/kbv/knowledge_base/kernels/gemm_bf16/
 fi
-( cd /tmp/kbv/results/kb && find kernels -newer /tmp/kbv/stamp -type f | tar czf $OUT/kbv.tgz -T - )
+kbv_pack
 tar tzf $OUT/kbv.tgz | wc -l; echo "deferred: $(grep -c ': deferred' $OUT/kbverify.log)"
 grep -v ': deferred\|━' $OUT/kbverify.log | tail -20
 echo "wall $(( $(date +%s) - T0 ))"

@@ -19,18 +19,18 @@ if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
   # the GEMM dispatch kernels next, alone and without budget deferral (72 s for both on the H100,
   # results/h100/device-2026-12-07c call 2): call_rest.sh's --missing-first would put the kernels with no
   # H200 verdict at all ahead of these two stale ones, as it put rms_norm_backward's ahead on the H100
-  ( . scripts/device_lib.sh; OUT=$OUT/g; mkdir -p $OUT; call_begin 110; kb_copy /tmp/kbv; touch /tmp/kbv/stamp
+  ( . scripts/device_lib.sh; OUT=$OUT/g; mkdir -p $OUT; call_begin 110; kb_copy /tmp/kbv
     KBV_BUDGET=0 kbv 95 2 --op gemm_bf16,fp8_block_scaled_gemm --first gemm_bf16,fp8_block_scaled_gemm
-    ( cd /tmp/kbv/results/kb && find kernels -newer /tmp/kbv/stamp -type f | tar czf $OUT/kbv.tgz -T - )
+    kbv_pack
     cp -r /tmp/kbv/results/kb/kernels/. results/kb/kernels/ )   # so call_rest.sh's copy finds them current
   AKA_DEADLINE_S=$(( CALL_S - ($(date +%s) - T0) )) OUT=$OUT/b bash results/h100/device-2026-12-06g/call_rest.sh
 else
   mkdir -p $OUT/a
   ( . scripts/device_lib.sh; OUT=$OUT/a; call_begin $(( CALL_S * 45 / 100 )); trap - EXIT
-    kb_copy /tmp/kbv; touch /tmp/kbv/stamp
+    kb_copy /tmp/kbv
     kbv $(( $(left) - 20 )) 4 --op gemm_bf16,fp8_block_scaled_gemm,rms_norm_backward --missing-first \
       --first gemm_bf16,fp8_block_scaled_gemm
-    ( cd /tmp/kbv/results/kb && find kernels -newer /tmp/kbv/stamp -type f | tar czf $OUT/kbv.tgz -T - )
+    kbv_pack
     grep -v ': deferred\|━' $OUT/kbverify.log | tail -30
     # the fresh verdicts into this copy of the tree, so the peers' plan takes the re-verified dispatch kernels
     cp -r /tmp/kbv/results/kb/kernels/. results/kb/kernels/
