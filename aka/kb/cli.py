@@ -88,7 +88,8 @@ def add_parser(sub) -> None:
     v.add_argument("--unlock-compiles", action="store_true",
                    help="GPU: let the GPU lock go while a kernel compiles in its runner (faster with --jobs; "
                         "for a knowledge base you trust: a kernel could use it to run GPU work during another's timing)")
-    v.add_argument("--first", default=None, help="comma list of ops whose kernels go first (then the rest)")
+    v.add_argument("--first", default=None, help="comma list of ops whose kernels go first (then the rest); outranks --missing-first and "
+                        "--oldest-first, which order the work within each group")
     v.add_argument("--missing-first", action="store_true",
                    help="kernels with no result on this device first (then the rest, in order)")
     v.add_argument("--oldest-first", action="store_true",

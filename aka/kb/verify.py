@@ -319,15 +319,17 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
     paths = kernel_paths(root, op)
     if reverse:
         paths = paths[::-1]
-    if first:  # stable: the named ops' kernels first, in the order named, the rest as they were
+    # stable sorts, the least significant first: --first outranks --missing-first and --oldest-first,
+    # which order the work within each of its groups (named ops first, then the rest)
+    if missing_first:  # on a GPU in hand, no result of that GPU model counts as missing
+        paths = sorted(paths, key=lambda p: bool(device_entry(read_results(p), device, gpu)))
+    if oldest_first:
+        paths = sorted(paths, key=lambda p: _date(device_entry(read_results(p), device, gpu)))
+    if first:  # the named ops' kernels first, in the order named, the rest as they were
         rank: dict[str, int] = {}
         for i, o in enumerate(first):   # an op named twice keeps its first place
             rank.setdefault(o, i)
         paths = sorted(paths, key=lambda p: rank.get(p.parent.name, len(rank)))
-    if missing_first:  # stable, like `first`; on a GPU in hand, no result of that GPU model counts as missing
-        paths = sorted(paths, key=lambda p: bool(device_entry(read_results(p), device, gpu)))
-    if oldest_first:
-        paths = sorted(paths, key=lambda p: _date(device_entry(read_results(p), device, gpu)))
     t0 = time.monotonic()
     owed_by: dict[Path, tuple[float, float]] = {}   # in flight: (seconds needed, monotonic start)
 
