@@ -4,7 +4,10 @@
 #   mkdir -p /tmp/peers && tar xzf <files_at>/peers.tgz -C /tmp/peers
 #   python -m aka.cli bench peers /tmp/peers/runs/* --out results/h200/peers/PEERS.md --readme bench/README.md
 #
-#   device: bash scripts/gpu_peers.sh            (AKA_DEADLINE_S, default 150; AKA_PEER_JOBS, default 6)
+#   device: bash scripts/gpu_peers.sh            (AKA_DEADLINE_S, default 150; AKA_PEER_JOBS, default 6;
+#   AKA_PEER_UNLOCK=1: the knowledge-base kernels' compiles let the GPU lock go, so an op whose peer
+#   compiles for minutes under it does not starve the others' kernels, as results/h100/device-2026-12-07d
+#   call 1 saw)
 #   CPU test: AKA_PEER_SMALL=1 AKA_DEADLINE_S=900 OUT=/tmp/o bash scripts/gpu_peers.sh   (small shapes,
 #   the interpreter: correctness only, the peers that run on a CPU checked, no times)
 #
@@ -53,7 +56,7 @@ one() {  # one op: its large shapes, the peer and the kernel, timed in the same 
   if (( t < 10 )); then echo "skipped (deadline): $op" | tee -a "$W/steps.txt"; return 0; fi
   local s=$(date +%s)
   timeout --signal=INT --kill-after=10 "$t" python3 -m aka.cli bench run --impl "peer,$W/kb-best" --ops "$op" \
-    --shapes "$shapes" --no-beside --timeout "$t" --out "$W/runs/$op" $run_flags > "$W/runs/$op.log" 2>&1
+    --shapes "$shapes" --no-beside --timeout "$t" --out "$W/runs/$op" $run_flags ${AKA_PEER_UNLOCK:+--unlock-compiles} > "$W/runs/$op.log" 2>&1
   echo "[$op rc=$? wall=$(( $(date +%s) - s ))s shapes $shapes]" | tee -a "$W/steps.txt"
 }
 while read -r op shapes; do
