@@ -844,16 +844,6 @@ def test_verify_order_first_and_reverse(tmp_path):
     calls.clear()
     verify(root, "cuda", evaluate_fn=run, force=True, timing=False, reverse=True, missing_first=True)
     assert [c[0] for c in calls] == ["softmax", "rms_norm"]  # both have one now: the order stands
-    from aka.kb.verify import results_path
-    # --first outranks --missing-first: a named op with a result goes ahead of one with none
-    # (a device call that re-verifies stale kernels before the never-verified ones)
-    edit_rp = results_path(root / "kernels" / "rms_norm/rows.py")
-    rec = json.loads(edit_rp.read_text())
-    rec["devices"].pop("cuda")
-    edit_rp.write_text(json.dumps(rec))
-    calls.clear()
-    verify(root, "cuda", evaluate_fn=run, force=True, timing=False, missing_first=True, first=["softmax"])
-    assert [c[0] for c in calls] == ["softmax", "rms_norm"]
     # --oldest-first: no result first, then the oldest result on this device
     from aka.kb.verify import results_path
 
@@ -879,6 +869,13 @@ def test_verify_order_first_and_reverse(tmp_path):
     calls.clear()
     verify(root, "cuda", evaluate_fn=run, force=True, timing=False, missing_first=True, gpu="NVIDIA H100 80GB HBM3")
     assert [c[0] for c in calls] == ["rms_norm", "softmax"]
+    # --first outranks --missing-first: a named op with a result goes ahead of one with none (a device
+    # call that re-verifies stale kernels before the never-verified ones)
+    for kw, want in (({}, ["rms_norm", "softmax"]), ({"first": ["softmax"]}, ["softmax", "rms_norm"])):
+        edit("rms_norm/rows.py", lambda e: None)   # each verify records it again
+        calls.clear()
+        verify(root, "cuda", evaluate_fn=run, force=True, timing=False, missing_first=True, **kw)
+        assert [c[0] for c in calls] == want, kw
 
 
 def test_verify_writes_results_and_skips_current(tmp_path):
