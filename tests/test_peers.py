@@ -134,6 +134,21 @@ def test_peer_table_geomean_worst_shape_and_readme_section(tmp_path):
     assert update_readme(readme, md.replace("1.00x", "1.10x")) and "1.10x" in readme.read_text()
 
 
+def test_a_peer_recorded_without_its_kernel_is_said_under_the_table():
+    """A run cut off before the kernel's turn (results/h100/device-2026-12-07d call 1): no row, but a line."""
+    from aka.bench.peers import markdown, peer_only, peer_rows
+    recs = [_rec("peer", "1", 10.0), _rec("kb", "1", 5.0)]
+    recs += [dict(_rec("peer", s, t, correct=ok), op="softmax", peer="SoftmaxPeer", peer_library="torch")
+             for s, t, ok in (("1", 30.0, True), ("2", 10.0, True), ("3", 20.0, True), ("4", 5.0, False))]
+    assert [r["op"] for r in peer_rows(recs)] == ["rms_norm"]
+    (a,) = peer_only(recs)
+    assert (a["op"], a["shapes"], a["passed"], a["timed"], a["median_us"]) == ("softmax", 4, 3, 3, 20.0)
+    md = markdown(peer_rows(recs), alone=peer_only(recs))
+    assert ("Peer recorded, no kernel beside it (not compared): softmax (SoftmaxPeer torch 0.8.5: passed the "
+            "check on 3 of 4 shapes, timed on 3, median 20.0 us).") in md
+    assert "not compared" not in markdown(peer_rows(recs))
+
+
 def test_a_table_merging_two_commits_says_which_each_row_is_from():
     from aka.bench.peers import markdown, peer_rows
     old = [_rec("peer", "1", 10.0, date="2026-12-02T10:00:00"), _rec("kb", "1", 5.0, date="2026-12-02T10:00:00")]

@@ -4,7 +4,8 @@ Per (op, candidate impl): the geomean over shapes of peer time / kernel time, an
 A shape's ratio is the candidate record's own `speedup_peer` (the peer timed in the same rounds as
 the kernel) where it has one, else the peer record's time over the kernel's (two evaluations).
 Shapes where either side failed or was not timed are left out and counted, each side's first
-failure named. The same table goes to
+failure named. Ops whose peer was recorded with no kernel beside it get a line under the
+table. The same table goes to
 a markdown file and, between its markers, into bench/README.md.
 """
 from __future__ import annotations
@@ -66,11 +67,28 @@ def peer_rows(records: list[dict]) -> list[dict]:
     return out
 
 
+def peer_only(records: list[dict]) -> list[dict]:
+    """Ops whose peer has records but no kernel was recorded beside it (a run cut off before the
+    kernel's turn): the table has no row for them, so the report says what the peer did."""
+    from aka.bench.run import BASELINES
+    with_kernel = {r["op"] for r in records if r.get("impl") not in BASELINES}
+    out = []
+    for op in sorted({r["op"] for r in records if r.get("impl") == "peer"} - with_kernel):
+        prs = [r for r in records if r.get("impl") == "peer" and r["op"] == op]
+        timed = sorted(float(r["time_us"]) for r in prs if r.get("correct") and r.get("time_us"))
+        info = prs[0]
+        out.append({"op": op, "peer": info.get("peer"), "library": info.get("peer_library"),
+                    "version": info.get("peer_version"), "shapes": len(prs),
+                    "passed": sum(1 for r in prs if r.get("correct")), "timed": len(timed),
+                    "median_us": timed[len(timed) // 2] if timed else None})
+    return out
+
+
 def _x(v) -> str:
     return "-" if v is None else f"{fmt(v, '.2f')}x"
 
 
-def markdown(rows: list[dict], source: str = "") -> str:
+def markdown(rows: list[dict], source: str = "", alone: list[dict] | None = None) -> str:
     """One row per (op, kernel). Rows measured from more than one commit (a table merging an older
     call's ops with a newer call's) get a column saying which commit and day each row is from."""
     env = next((r for r in rows if r.get("gpu")), rows[0] if rows else {})
@@ -87,6 +105,12 @@ def markdown(rows: list[dict], source: str = "") -> str:
         lines.append(f"| {r['op']} | {r['impl']} | {peer} | {r['compared']}/{r['shapes']} | "
                      f"{_x(r['geomean'])} | {_x(r['worst'])} {r['worst_shape'] or ''} | {failed} | {kfailed} |"
                      + (f" {r.get('git_sha')}, {r.get('date') or '-'} |" if mixed else ""))
+    if alone:
+        lines += ["", "Peer recorded, no kernel beside it (not compared): " + "; ".join(
+            f"{a['op']} ({a['peer']} {a['library']} {a['version']}: passed the check on {a['passed']} of "
+            f"{a['shapes']} shapes, timed on {a['timed']}"
+            + (f", median {fmt(a['median_us'], '.1f')} us" if a.get("median_us") is not None else "") + ")"
+            for a in alone) + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -109,7 +133,7 @@ def write(run_dirs: list[Path], out: Path | None, readme: Path | None) -> str:
     if not records:
         raise FileNotFoundError(f"no records in {', '.join(map(str, run_dirs))}")
     rows = peer_rows(records)
-    md = markdown(rows, ", ".join(str(d) for d in run_dirs))
+    md = markdown(rows, ", ".join(str(d) for d in run_dirs), peer_only(records))
     if out is not None:
         out.write_text(md)
         out.with_suffix(".json").write_text(json.dumps(rows, indent=2) + "\n")
