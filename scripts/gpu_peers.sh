@@ -5,9 +5,9 @@
 #   python -m aka.cli bench peers /tmp/peers/runs/* --out results/h200/peers/PEERS.md --readme bench/README.md
 #
 #   device: bash scripts/gpu_peers.sh            (AKA_DEADLINE_S, default 150; AKA_PEER_JOBS, default 6;
-#   AKA_PEER_UNLOCK=1: the knowledge-base kernels' compiles let the GPU lock go, so an op whose peer
-#   compiles for minutes under it does not starve the others' kernels, as results/h100/device-2026-12-07d
-#   call 1 saw)
+#   AKA_PEER_UNLOCK=1: the knowledge-base kernels' Triton compiles let the GPU lock go, `bench run
+#   --unlock-compiles`, so one op's compiles do not hold up another op's timing; in
+#   results/h100/device-2026-12-07d call 1, four ops at once, the kernels never reached their timing)
 #   CPU test: AKA_PEER_SMALL=1 AKA_DEADLINE_S=900 OUT=/tmp/o bash scripts/gpu_peers.sh   (small shapes,
 #   the interpreter: correctness only, the peers that run on a CPU checked, no times)
 #
