@@ -20,7 +20,9 @@ shapes, the agent's objective). Beside it:
 """
 from __future__ import annotations
 
+import functools
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
 from aka.objective import fraction, objective
@@ -81,35 +83,56 @@ def _ci_cell(v: dict | None) -> str:
     return "-" if not v else f"{v['faster']} / {v['tie']} / {v['slower']}"
 
 
-def _counts(p: Path, e: dict, device: str, gpu: str | None) -> bool:
-    """Whether a kernel's `device` entry `e` ranks: passing, on shapes, current, and (when `gpu` is
-    given) recorded on a GPU whose name contains it (a record keeps each GPU model's verdict:
-    aka.kb.verify.cuda_entry), so one GPU's table holds none of another's figures."""
-    from aka.kb.verify import is_current
-    return _passed(e, gpu) and is_current(p, device, gpu=e.get("gpu") if gpu else None)
-
-
 def _passed(e: dict, gpu: str | None) -> bool:
-    """A passing entry over shapes, recorded (when `gpu` is given) on a GPU whose name contains it;
-    current or not."""
+    """A passing entry over shapes, recorded (when `gpu` is given) on a GPU whose name contains it (a
+    record keeps each GPU model's verdict: aka.kb.verify.cuda_entry, so one GPU's table holds none of
+    another's figures); current or not."""
     return ((not gpu or gpu.lower() in str(e.get("gpu") or "").lower())
             and e.get("status") == "pass" and bool(e.get("shapes")))
 
 
-def best_table(root: Path, device: str = "cuda", gpu: str | None = None) -> list[dict]:
-    """One row per operator that has current, passing `device` results (on `gpu`, when given: a
-    substring of the recorded GPU name, e.g. H200)."""
-    from aka.kb.verify import device_entry, kernel_op, kernel_paths, read_results
-    from aka.problem import load_problem
-    by_op: dict[str, list[tuple[Path, dict]]] = {}
+@dataclass(frozen=True)
+class Verdict:
+    """One kernel's `device` entry (on `gpu`, when given) and what the table makes of it: `counts`
+    (passing and current: it ranks) and `stale` (passing, but its code, the op's shapes or the
+    timing method changed since)."""
+    path: Path
+    op: str
+    entry: dict
+    counts: bool
+    stale: bool
+
+
+def scan(root: Path, device: str = "cuda", gpu: str | None = None) -> list[Verdict]:
+    """Every kernel's verdict, each results file read and each currency checked once, for
+    best_table, unverified and stale_leaders to share (`aka kb best` asks all three)."""
+    from aka.kb.verify import device_entry, is_current, kernel_op, kernel_paths, read_results
+    out = []
     for p in kernel_paths(root):
         e = device_entry(read_results(p), device, gpu)
-        if _counts(p, e, device, gpu):
-            by_op.setdefault(kernel_op(p), []).append((p, e))
+        passed = _passed(e, gpu)
+        current = passed and is_current(p, device, gpu=e.get("gpu") if gpu else None)
+        out.append(Verdict(p, kernel_op(p), e, current, passed and not current))
+    return out
+
+
+@functools.cache
+def _weights(op: str) -> dict[str, float]:
+    from aka.problem import load_problem
+    return {s.id: s.weight for s in load_problem(op).shapes.values()}
+
+
+def best_table(root: Path, device: str = "cuda", gpu: str | None = None,
+               verdicts: list[Verdict] | None = None) -> list[dict]:
+    """One row per operator that has current, passing `device` results (on `gpu`, when given: a
+    substring of the recorded GPU name, e.g. H200). `verdicts`: scan()'s, when the caller has them."""
+    by_op: dict[str, list[tuple[Path, dict]]] = {}
+    for v in verdicts if verdicts is not None else scan(root, device, gpu):
+        if v.counts:
+            by_op.setdefault(v.op, []).append((v.path, v.entry))
     rows = []
     for op, entries in sorted(by_op.items()):
-        weights = {s.id: s.weight for s in load_problem(op).shapes.values()}
-        scored = [(p, e, summarize(e["shapes"], weights)) for p, e in entries]
+        scored = [(p, e, summarize(e["shapes"], _weights(op))) for p, e in entries]
         scored.sort(key=lambda t: t[2]["objective"] or 0.0, reverse=True)
         p, e, summ = scored[0]
         rows.append({"op": op, "kernel": p.stem, "kernels": len(entries), "gpu": e.get("gpu"),
@@ -117,40 +140,30 @@ def best_table(root: Path, device: str = "cuda", gpu: str | None = None) -> list
     return rows
 
 
-def unverified(root: Path, device: str = "cuda", gpu: str | None = None) -> tuple[list[Path], list[str]]:
+def unverified(root: Path, device: str = "cuda", gpu: str | None = None,
+               verdicts: list[Verdict] | None = None) -> tuple[list[Path], list[str]]:
     """The kernels without a current, passing `device` result (on `gpu`, when given), and the ops
     none of whose kernels has one: what a table of the verified ones does not speak for."""
-    from aka.kb.verify import device_entry, kernel_op, kernel_paths, read_results
-    missing, ops, covered = [], set(), set()
-    for p in kernel_paths(root):
-        e = device_entry(read_results(p), device, gpu)
-        ops.add(kernel_op(p))
-        if _counts(p, e, device, gpu):
-            covered.add(kernel_op(p))
-        else:
-            missing.append(p)
-    return missing, sorted(ops - covered)
+    vs = verdicts if verdicts is not None else scan(root, device, gpu)
+    covered = {v.op for v in vs if v.counts}
+    return [v.path for v in vs if not v.counts], sorted({v.op for v in vs} - covered)
 
 
-def stale_leaders(root: Path, rows: list[dict], device: str = "cuda", gpu: str | None = None) -> list[dict]:
+def stale_leaders(root: Path, rows: list[dict], device: str = "cuda", gpu: str | None = None,
+                  verdicts: list[Verdict] | None = None) -> list[dict]:
     """Kernels whose passing verdict on this device (on `gpu`, when given) no longer speaks for them
     (their code, the op's shapes or the timing method changed since) and whose objective then beat
     the op's row now, or the op has no row: where the table is lower than the last measurement, and
     what `aka kb verify --op OP` should measure again. Their figures are not in the table."""
-    from aka.kb.verify import device_entry, is_current, kernel_op, kernel_paths, read_results
-    from aka.problem import load_problem
     best = {r["op"]: r["objective"] or 0.0 for r in rows}
     out = []
-    for p in kernel_paths(root):
-        e = device_entry(read_results(p), device, gpu)
-        if not _passed(e, gpu) or is_current(p, device, gpu=e.get("gpu") if gpu else None):
+    for v in verdicts if verdicts is not None else scan(root, device, gpu):
+        if not v.stale:
             continue
-        op = kernel_op(p)
-        weights = {s.id: s.weight for s in load_problem(op).shapes.values()}
-        obj = summarize(e["shapes"], weights)["objective"]
-        if obj is not None and obj > best.get(op, 0.0):
-            out.append({"op": op, "kernel": p.stem, "objective": obj, "date": e.get("date"),
-                        "row": best.get(op)})
+        obj = summarize(v.entry["shapes"], _weights(v.op))["objective"]
+        if obj is not None and obj > best.get(v.op, 0.0):
+            out.append({"op": v.op, "kernel": v.path.stem, "objective": obj, "date": v.entry.get("date"),
+                        "row": best.get(v.op)})
     return sorted(out, key=lambda d: (d["op"], -d["objective"]))
 
 

@@ -390,10 +390,10 @@ def cmd_verify(args) -> int:
 
 
 def cmd_best(args) -> int:
-    from aka.kb.best import best_table, markdown, stale_leaders, suite_estimate, unverified
-    from aka.kb.verify import kernel_paths
+    from aka.kb.best import best_table, markdown, scan, stale_leaders, suite_estimate, unverified
     console = _console()
-    rows = best_table(_root(args), args.device, args.gpu)
+    verdicts = scan(_root(args), args.device, args.gpu)
+    rows = best_table(_root(args), args.device, args.gpu, verdicts)
     if not rows:
         on = f" on a GPU named *{args.gpu}*" if args.gpu else ""
         console.print(f"no current, passing {args.device} results{on}: run `aka kb verify --device {args.device}` first")
@@ -401,11 +401,11 @@ def cmd_best(args) -> int:
     gpus = sorted({str(r["gpu"]) for r in rows})
     dates = sorted(str(r["date"]) for r in rows if r.get("date"))
     prov = f"GPU {', '.join(gpus)}; results recorded {dates[0]} to {dates[-1]}" if dates else f"GPU {', '.join(gpus)}"
-    missing, ops = unverified(_root(args), args.device, args.gpu)
+    missing, ops = unverified(_root(args), args.device, args.gpu, verdicts)
     from aka.bench.suite import load_suite
-    text = markdown(rows, prov, (len(missing), len(kernel_paths(_root(args))), ops),
+    text = markdown(rows, prov, (len(missing), len(verdicts), ops),
                     suite=suite_estimate(rows, load_suite().weights),
-                    stale=stale_leaders(_root(args), rows, args.device, args.gpu))
+                    stale=stale_leaders(_root(args), rows, args.device, args.gpu, verdicts))
     if args.out:
         Path(args.out).write_text(text)
         console.print(f"wrote {args.out}")
