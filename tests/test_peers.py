@@ -373,3 +373,31 @@ def test_flex_paged_block_lists_cover_exactly_what_the_query_sees(window):
         part = bm.kv_indices[b, 0, 0, :n_part].tolist()
         assert set(full) == whole and len(full) == len(whole), (b, full, whole)
         assert set(part) == seen - whole and len(part) == len(seen - whole), (b, part, seen - whole)
+
+
+def test_peer_vs_verdict_script_ratios_drift_and_missing_verdict(tmp_path):
+    """scripts/peer_vs_verdict.py: peer-only records against a verdict (indicative), and two runs'
+    peer times side by side."""
+    import importlib.util
+    from aka.problem import REPO_ROOT
+    spec = importlib.util.spec_from_file_location("pvv", REPO_ROOT / "scripts" / "peer_vs_verdict.py")
+    pvv = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pvv)
+    for name, times in (("a", (10.0, 20.0)), ("b", (8.0, 25.0))):
+        d = tmp_path / name
+        d.mkdir()
+        recs = [_rec("peer", str(i), t) for i, t in enumerate(times)] + [_rec("peer", "9", 5.0, correct=False)]
+        (d / "records.jsonl").write_text("".join(json.dumps(dict(r, device="cuda")) + "\n" for r in recs))
+    a, b = pvv.peer_times([tmp_path / "a"]), pvv.peer_times([tmp_path / "b"])
+    assert a == {"rms_norm": {"0": 10.0, "1": 20.0}}            # the incorrect record is not a time
+    (d,) = pvv.drift(a, b)
+    assert d["n"] == 2 and d["min"] == pytest.approx(0.8) and d["max"] == pytest.approx(1.25)
+    assert d["geomean"] == pytest.approx(1.0)
+    # an empty knowledge base: no verdict to compare with, and the table says so
+    (kb := tmp_path / "kb" / "kernels").mkdir(parents=True)
+    rows = pvv.compare(a, kb.parent, "H100")
+    assert rows == [{"op": "rms_norm", "kernel": None}]
+    md = pvv.markdown(rows, [d], "H100", "a", "b")
+    assert "| rms_norm | no current verdict on H100 |" in md and "Indicative only" in md
+    assert "| rms_norm | 2 | 1.000 | 0.800-1.250 |" in md
+    assert pvv.main([str(tmp_path / "nothing")] + ["--gpu", "H100"]) == 2

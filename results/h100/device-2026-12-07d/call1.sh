@@ -3,8 +3,9 @@
 # On an H200: results/h100/device-2026-12-07c/call1.sh's H200 branch (fused_moe grouped_dispatch
 # all-shape verify, the GEMM dispatch kernels' stale verdicts, then what has no current H200 verdict).
 # On an H100: the production peers the last H100 call's deadline cut (results/h100/device-2026-12-07c
-# PEERS.md): the flex_attention peers of paged, MLA and softcap decode (never timed on a GPU; they
-# compile first, hence the longer deadline) and fused_moe's other shapes.
+# PEERS.md): paged, MLA and softcap decode against their flex_attention peers (that call timed the paged
+# and softcap peers but not the kernels beside them; the peers compile first, hence the longer deadline)
+# and fused_moe's other shapes.
 #   OUT=$OUT bash results/h100/device-2026-12-07d/call1.sh   (carry .gpucache and .whl)
 set -uo pipefail
 T0=$(date +%s)

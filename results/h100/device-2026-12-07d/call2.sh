@@ -2,7 +2,7 @@
 # The session's second call, either card.
 # On an H200 (AKA_CALL_S seconds, default 480): the GEMM dispatch kernels' verify first, then fused_moe
 # grouped_dispatch's all-shape verify, then kb verify of what has no verdict on the card.
-# On an H100: call 1 timed the flex peers of paged and softcap decode (first time on a GPU), but the
+# On an H100: call 1 timed the flex peers of paged and softcap decode (as 2026-12-07c's call 1 had), but the
 # kernels beside them were never timed in 527 s: four ops at once, and MLA's flex peer still in its
 # first stage when the deadline came. Here paged and softcap alone, two jobs, the kernels' compiles off the lock.
 #   OUT=$OUT bash results/h100/device-2026-12-07d/call2.sh   (carry .gpucache and .whl)
