@@ -19,8 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from aka.kb.best import _counts, summarize  # noqa: E402
-from aka.kb.verify import device_entry, kernel_op, kernel_paths, read_results  # noqa: E402
+from aka.kb.best import scan, summarize  # noqa: E402
 from aka.problem import load_problem  # noqa: E402
 from aka.roofline import LARGE_SOL_US  # noqa: E402
 
@@ -43,10 +42,9 @@ def oracle(entries: list[tuple[str, dict]], weights: dict[str, float]) -> dict:
 
 def table(root: Path, gpu: str, min_gain: float) -> str:
     by_op: dict[str, list[tuple[str, dict]]] = {}
-    for p in kernel_paths(root):
-        e = device_entry(read_results(p), "cuda", gpu)
-        if _counts(p, e, "cuda", gpu):
-            by_op.setdefault(kernel_op(p), []).append((p.stem, e))
+    for v in scan(root, "cuda", gpu):
+        if v.counts:
+            by_op.setdefault(v.op, []).append((v.path.stem, v.entry))
     lines = [f"Per-shape oracle dispatch over the kernels' {gpu} verdicts (`scripts/dispatch_oracle.py --gpu {gpu} "
              f"--min-gain {min_gain:g}`; ops whose oracle gains less are left out). Records from different calls: "
              "an upper bound that favours noise, a prediction for `aka kb verify` to check.",
