@@ -5,6 +5,7 @@
 #   python -m aka.cli bench peers /tmp/peers/runs/* --out results/h200/peers/PEERS.md --readme bench/README.md
 #
 #   device: bash scripts/gpu_peers.sh            (AKA_DEADLINE_S, default 150; AKA_PEER_JOBS, default 6;
+#   AKA_PEER_OPS=a,b: those ops only; AKA_PEER_SHAPES="a=2,3;b=1": those ops' shapes in place of the plan's;
 #   AKA_PEER_UNLOCK=1: the knowledge-base kernels' Triton compiles let the GPU lock go, `bench run
 #   --unlock-compiles`, so one op's compiles do not hold up another op's timing; in
 #   results/h100/device-2026-12-07d call 1, four ops at once, the kernels never reached their timing)
@@ -51,6 +52,18 @@ plan_flags=""; run_flags=""
 timeout "$(( $(left) - 20 ))" python3 scripts/peer_plan.py "$W/kb-best" "$W/plan.json" $plan_flags \
   ${AKA_PEER_OPS:+--ops $AKA_PEER_OPS} > "$W/plan.txt" 2> "$W/plan.err"
 echo "[plan rc=$? wall=$(( $(date +%s) - T0 ))s] $(wc -l < "$W/plan.txt") ops" | tee -a "$W/steps.txt"
+# AKA_PEER_SHAPES="op=3,7;op2=1": those ops' shapes in place of the plan's (e.g. the large shapes an
+# earlier call left without the kernel's time beside the peer's); ops it does not name keep the plan's
+if [[ -n ${AKA_PEER_SHAPES:-} ]]; then
+  python3 - "$W/plan.txt" "$AKA_PEER_SHAPES" <<'PY'
+import sys
+path, spec = sys.argv[1], sys.argv[2]
+want = dict(part.split("=", 1) for part in spec.split(";") if part.strip())
+rows = [line.split() for line in open(path) if line.strip()]
+open(path, "w").write("".join(f"{op} {want.get(op, shapes)}\n" for op, shapes in rows))
+PY
+  echo "[shapes from AKA_PEER_SHAPES: $AKA_PEER_SHAPES]" | tee -a "$W/steps.txt"
+fi
 one() {  # one op: its large shapes, the peer and the kernel, timed in the same rounds
   local op=$1 shapes=$2 t=$(( $(left) - 15 ))
   if (( t < 10 )); then echo "skipped (deadline): $op" | tee -a "$W/steps.txt"; return 0; fi

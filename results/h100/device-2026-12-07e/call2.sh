@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The session's second call, either card.
+# On an H200 (AKA_CALL_S seconds, default 540): the GEMM dispatch kernels' verify first (their H200
+# verdicts went stale with the per-GPU tables: the suite figure 0.455, 0.543 before), then fused_moe
+# grouped_dispatch's all-shape verify, then kb verify of what has no verdict on the card (MLA page_tile first).
+# On an H100: fused_moe grouped_dispatch against torch._grouped_mm on the eight large shapes that two
+# earlier calls (2026-12-07c and 07d) left without the kernel's time beside the peer's (2,3,6,7,10,11,14,15),
+# fused_moe alone; then kb verify of the kernels with no current H100 verdict (page_tile, stale there, first).
+#   AKA_CALL_S=540 OUT=$OUT bash results/h100/device-2026-12-07e/call2.sh   (carry .gpucache and .whl)
+set -uo pipefail
+T0=$(date +%s)
+CALL_S=${AKA_CALL_S:-540}
+if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+  ( . scripts/device_lib.sh; OUT=$OUT/g; mkdir -p $OUT; call_begin 110; kb_copy /tmp/kbv
+    KBV_BUDGET=0 kbv 95 2 --op gemm_bf16,fp8_block_scaled_gemm --first gemm_bf16,fp8_block_scaled_gemm
+    kbv_pack
+    cp -r /tmp/kbv/results/kb/kernels/. results/kb/kernels/ )
+  L=$(( CALL_S - ($(date +%s) - T0) ))
+  (( L > 200 )) && AKA_MOE_NO_BASELINES=1 AKA_DEADLINE_S=$(( L - 10 )) OUT=$OUT/a bash scripts/gpu_moe_verify.sh
+  L=$(( CALL_S - ($(date +%s) - T0) ))
+  (( L > 90 )) && AKA_DEADLINE_S=$L OUT=$OUT/b bash results/h100/device-2026-12-06g/call_rest.sh
+else
+  mkdir -p $OUT/p
+  AKA_PEER_OPS=fused_moe AKA_PEER_SHAPES="fused_moe=${AKA_MOE_SHAPES:-2,3,6,7,10,11,14,15}" AKA_PEER_UNLOCK=1 \
+    AKA_PEER_JOBS=1 AKA_DEADLINE_S=${AKA_PEER_S:-300} OUT=$OUT/p bash scripts/gpu_peers.sh
+  L=$(( CALL_S - ($(date +%s) - T0) ))
+  (( L > 90 )) && AKA_DEADLINE_S=$L OUT=$OUT/b bash results/h100/device-2026-12-06g/call_rest.sh
+fi
+echo "call wall $(( $(date +%s) - T0 ))"
