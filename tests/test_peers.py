@@ -401,3 +401,27 @@ def test_peer_vs_verdict_script_ratios_drift_and_missing_verdict(tmp_path):
     assert "| rms_norm | no current verdict on H100 |" in md and "Indicative only" in md
     assert "| rms_norm | 2 | 1.000 | 0.800-1.250 |" in md
     assert pvv.main([str(tmp_path / "nothing")] + ["--gpu", "H100"]) == 2
+
+
+def test_runs_merged_for_one_op_pair_within_a_run_and_count_a_shape_once(tmp_path):
+    """Two calls on one op (results/h100/device-2026-12-07d and 07e: eight shapes each): a kernel record
+    is set against its own run's peer, never the other run's, and a shape in both runs counts once."""
+    import json as _json
+
+    from aka.bench.peers import write
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d, rows in ((a, [_rec("peer", "1", 10.0), _rec("kb", "1", 5.0), _rec("peer", "2", 6.0),
+                         _rec("kb", "2", 3.0)]),
+                    (b, [_rec("peer", "2", 30.0), _rec("kb", "2", 10.0), _rec("peer", "3", 8.0),
+                         _rec("kb", "3", 2.0)])):
+        d.mkdir()
+        stamp = "2026-12-07T10:00:00" if d == a else "2026-12-07T16:00:00"
+        (d / "records.jsonl").write_text("".join(_json.dumps(dict(r, date=stamp)) + "\n" for r in rows))
+    md = write([a, b], tmp_path / "P.md", None)
+    (row,) = _json.loads((tmp_path / "P.json").read_text())
+    # shape 1 from a (2.0), shape 2 from b only (30/10 = 3.0: not a's 6/3, not b's kernel over a's peer 0.6),
+    # shape 3 from b (4.0)
+    assert (row["shapes"], row["compared"], row["runs"], row["superseded"]) == (3, 3, 2, 1)
+    assert row["geomean"] == pytest.approx((2.0 * 3.0 * 4.0) ** (1 / 3))
+    assert "| 3/3 |" in md and "2026-12-07" in md
+    assert "rms_norm kb: 2 runs, 1 older records left out" in md

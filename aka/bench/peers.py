@@ -7,6 +7,11 @@ Shapes where either side failed or was not timed are left out and counted, each 
 failure named. Ops whose peer was recorded with no kernel beside it get a line under the
 table. The same table goes to
 a markdown file and, between its markers, into bench/README.md.
+
+Several run directories may hold the same op (a call that timed the shapes an earlier call did
+not reach): a kernel record is only ever set against a peer record of its own run (`_run`, set
+by `write`), and a shape recorded in more than one run counts once, with its newest record; the
+row says how many runs its shapes come from and how many older records it left out.
 """
 from __future__ import annotations
 
@@ -29,17 +34,32 @@ def _ratio(cand: dict, peer: dict | None) -> float | None:
     return None
 
 
+def _span(days) -> str | None:
+    days = sorted(set(days))
+    return None if not days else days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}"
+
+
 def peer_rows(records: list[dict]) -> list[dict]:
     """One row per (op, candidate impl) that has peer records or peer times."""
     from aka.bench.run import BASELINES
-    peers = {(r["op"], r["shape"]): r for r in records if r.get("impl") == "peer"}
-    cands: dict = {}
+    peers = {(r.get("_run"), r["op"], r["shape"]): r for r in records if r.get("impl") == "peer"}
+    newest: dict = {}      # (op, impl, shape) -> the newest record (a later one wins a tie)
+    superseded: dict = {}
     for r in records:
         if r.get("impl") not in BASELINES:
-            cands.setdefault((r["op"], r["impl"]), []).append(r)
+            key = (r["op"], r["impl"], r["shape"])
+            old = newest.get(key)
+            if old is not None:
+                superseded[key[:2]] = superseded.get(key[:2], 0) + 1
+                if str(old.get("date") or "") > str(r.get("date") or ""):
+                    continue
+            newest[key] = r
+    cands: dict = {}
+    for (op, impl, _), r in newest.items():
+        cands.setdefault((op, impl), []).append(r)
     out = []
     for (op, impl), rs in sorted(cands.items()):
-        prs = [peers.get((op, r["shape"])) for r in rs]
+        prs = [peers.get((r.get("_run"), op, r["shape"])) for r in rs]
         if not any(prs) and not any(r.get("peer_us") for r in rs):
             continue
         ratios = [(_ratio(r, p), r) for r, p in zip(rs, prs)]
@@ -62,8 +82,9 @@ def peer_rows(records: list[dict]) -> list[dict]:
                     "kernel_failure": (f"{bad_kernel[0].get('status')}: {str(bad_kernel[0].get('reason', ''))[:90]}"
                                        if bad_kernel else ""),
                     "gpu": next((r.get("gpu") for r in rs if r.get("gpu")), None),
-                    "git_sha": next((r.get("git_sha") for r in rs if r.get("git_sha")), None),
-                    "date": next((str(r["date"])[:10] for r in rs if r.get("date")), None)})
+                    "git_sha": ", ".join(sorted({r["git_sha"] for r in rs if r.get("git_sha")})) or None,
+                    "date": _span(str(r["date"])[:10] for r in rs if r.get("date")),
+                    "runs": len({r.get("_run") for r in rs}), "superseded": superseded.get((op, impl), 0)})
     return out
 
 
@@ -95,7 +116,7 @@ def markdown(rows: list[dict], source: str = "", alone: list[dict] | None = None
     """One row per (op, kernel). Rows measured from more than one commit (a table merging an older
     call's ops with a newer call's) get a column saying which commit and day each row is from."""
     env = next((r for r in rows if r.get("gpu")), rows[0] if rows else {})
-    mixed = len({r.get("git_sha") for r in rows}) > 1
+    mixed = len({r.get("git_sha") for r in rows}) > 1 or any(r.get("runs", 1) > 1 for r in rows)
     head = (f"aka's kernel vs the op's peer, peer time / kernel time per shape (> 1: aka faster). "
             f"GPU {env.get('gpu') or 'none'}, git {'per row' if mixed else env.get('git_sha')}"
             + (f", records {source}" if source else "") + "; produced by `aka bench peers`.")
@@ -108,6 +129,13 @@ def markdown(rows: list[dict], source: str = "", alone: list[dict] | None = None
         lines.append(f"| {r['op']} | {r['impl']} | {peer} | {r['compared']}/{r['shapes']} | "
                      f"{_x(r['geomean'])} | {_x(r['worst'])} {r['worst_shape'] or ''} | {failed} | {kfailed} |"
                      + (f" {r.get('git_sha')}, {r.get('date') or '-'} |" if mixed else ""))
+    several = [r for r in rows if r.get("runs", 1) > 1 or r.get("superseded")]
+    if several:
+        lines += ["", "Rows from several runs (each shape's kernel set against the peer of its own run; a shape "
+                  "recorded in more than one run counts once, with its newest record): " + "; ".join(
+                      f"{r['op']} {r['impl']}: {r['runs']} run{'s' if r['runs'] > 1 else ''}" + (f", {r['superseded']} older records left out"
+                                                                      if r.get("superseded") else "")
+                      for r in several) + "."]
     if alone:
         lines += ["", "Peer recorded, no kernel beside it (not compared): " + "; ".join(
             f"{a['op']} ({a['peer']} {a['library']} {a['version']}: passed the check on {a['passed']} of "
@@ -132,7 +160,7 @@ def update_readme(readme: Path, table: str) -> bool:
 
 def write(run_dirs: list[Path], out: Path | None, readme: Path | None) -> str:
     from aka.bench.run import load_records
-    records = [r for d in run_dirs for r in load_records(d)]
+    records = [dict(r, _run=i) for i, d in enumerate(run_dirs) for r in load_records(d)]
     if not records:
         raise FileNotFoundError(f"no records in {', '.join(map(str, run_dirs))}")
     rows = peer_rows(records)
