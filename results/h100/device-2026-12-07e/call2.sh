@@ -11,14 +11,8 @@ set -uo pipefail
 T0=$(date +%s)
 CALL_S=${AKA_CALL_S:-540}
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
-  ( . scripts/device_lib.sh; OUT=$OUT/g; mkdir -p $OUT; call_begin 110; kb_copy /tmp/kbv
-    KBV_BUDGET=0 kbv 95 2 --op gemm_bf16,fp8_block_scaled_gemm --first gemm_bf16,fp8_block_scaled_gemm
-    kbv_pack
-    cp -r /tmp/kbv/results/kb/kernels/. results/kb/kernels/ )
-  L=$(( CALL_S - ($(date +%s) - T0) ))
-  (( L > 200 )) && AKA_MOE_NO_BASELINES=1 AKA_DEADLINE_S=$(( L - 10 )) OUT=$OUT/a bash scripts/gpu_moe_verify.sh
-  L=$(( CALL_S - ($(date +%s) - T0) ))
-  (( L > 90 )) && AKA_DEADLINE_S=$L OUT=$OUT/b bash results/h100/device-2026-12-06g/call_rest.sh
+  # its H200 branch: the GEMM dispatch verify, fused_moe grouped_dispatch over all shapes, call_rest.sh
+  AKA_CALL_S=$CALL_S bash results/h100/device-2026-12-07d/call2.sh
 else
   mkdir -p $OUT/p
   AKA_PEER_OPS=fused_moe AKA_PEER_SHAPES="fused_moe=${AKA_MOE_SHAPES:-2,3,6,7,10,11,14,15}" AKA_PEER_UNLOCK=1 \
