@@ -114,6 +114,7 @@ device_open() {
 # (AKA_DEADLINE_S, else the given seconds), uses the carried cache, packs $OUT on exit, opens the call
 call_begin() {
   T0=$(date +%s); DEADLINE=${AKA_DEADLINE_S:-${1:-560}}
+  mkdir -p "$OUT"   # a caller's OUT=$OUT/sub (2026-12-07e call 2: call_rest.sh failed on a missing folder)
   export AKA_CACHE_DIR=$PWD/.gpucache
   trap pack_out EXIT
   device_open

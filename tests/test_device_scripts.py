@@ -162,6 +162,17 @@ def test_call_begin_sets_the_deadline_cache_and_packs_out_on_exit(tmp_path):
         (out / "out.tgz").unlink()
 
 
+def test_call_begin_makes_a_sub_folder_of_out_it_is_given(tmp_path):
+    """OUT=$OUT/b before a per-call script (results/h100/device-2026-12-07e call 2): the folder need not exist."""
+    out = tmp_path / "out" / "b"
+    script = ('set -uo pipefail; . scripts/device_lib.sh; device_open() { echo opened > "$OUT/provenance.txt"; }; '
+              'call_begin 30; echo ok')
+    r = subprocess.run(["bash", "-c", script], cwd=REPO_ROOT, env=dict(os.environ, OUT=str(out)),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr
+    assert "./provenance.txt" in _members(out / "out.tgz")
+
+
 def test_kbv_runs_one_kb_verify_of_the_scratch_copy_within_its_seconds(tmp_path):
     """device_lib.sh's kbv: `aka kb verify` of the scratch copy on the GPU within the given seconds
     (budget and timeout both), its output appended to $OUT/kbverify.log, a step line with its rc
