@@ -6,6 +6,7 @@
 #
 #   device: bash scripts/gpu_peers.sh            (AKA_DEADLINE_S, default 150; AKA_PEER_JOBS, default 6;
 #   AKA_PEER_OPS=a,b: those ops only; AKA_PEER_SHAPES="a=2,3;b=1": those ops' shapes in place of the plan's;
+#   AKA_PEER_KERNEL_ONLY=1: the kernels alone, no peer in their rounds;
 #   AKA_PEER_UNLOCK=1: the knowledge-base kernels' Triton compiles let the GPU lock go, `bench run
 #   --unlock-compiles`, so one op's compiles do not hold up another op's timing; in
 #   results/h100/device-2026-12-07d call 1, four ops at once, the kernels never reached their timing)
@@ -64,11 +65,13 @@ open(path, "w").write("".join(f"{op} {want.get(op, shapes)}\n" for op, shapes in
 PY
   echo "[shapes from AKA_PEER_SHAPES: $AKA_PEER_SHAPES]" | tee -a "$W/steps.txt"
 fi
+# AKA_PEER_KERNEL_ONLY=1: the kernels without their peers (a diagnosis: what the peer in the rounds changes)
+IMPLS="peer,$W/kb-best"; [[ -n ${AKA_PEER_KERNEL_ONLY:-} ]] && IMPLS="$W/kb-best"
 one() {  # one op: its large shapes, the peer and the kernel, timed in the same rounds
   local op=$1 shapes=$2 t=$(( $(left) - 15 ))
   if (( t < 10 )); then echo "skipped (deadline): $op" | tee -a "$W/steps.txt"; return 0; fi
   local s=$(date +%s)
-  timeout --signal=INT --kill-after=10 "$t" python3 -m aka.cli bench run --impl "peer,$W/kb-best" --ops "$op" \
+  timeout --signal=INT --kill-after=10 "$t" python3 -m aka.cli bench run --impl "$IMPLS" --ops "$op" \
     --shapes "$shapes" --no-beside --timeout "$t" --out "$W/runs/$op" $run_flags ${AKA_PEER_UNLOCK:+--unlock-compiles} > "$W/runs/$op.log" 2>&1
   echo "[$op rc=$? wall=$(( $(date +%s) - s ))s shapes $shapes]" | tee -a "$W/steps.txt"
 }
