@@ -36,7 +36,9 @@ Design:
   the kernel stopped at 0.75 of the roofline on the big batches (kb verify, 2026-12-04). FAST_LOG 1
   takes lg2.approx.f32 (`libdevice.fast_log2f`, one MUFU.LG2, about 2^-22 relative error): 84
   instructions in the loop, about 10 a value. The CPU interpreter has no fast_log2f, so under it
-  the kernel keeps `tl.log2`. Not timed on a GPU yet.
+  the kernel keeps `tl.log2`. Not timed on a GPU yet. Its one edge: a subnormal q (below 1.2e-38,
+  probability ~1e-38 for Exp(1) noise) may be flushed to 0 and win as -log 0 = inf, where the
+  accurate log gives a large finite score; q = 0 wins in the reference too.
 - Masked lanes load -inf logits (and q = 1), so they never win; int64 row offsets (256 rows x
   256000 entries is 6.6e7, but strides of views can be larger).
 """
