@@ -410,18 +410,18 @@ def test_runs_merged_for_one_op_pair_within_a_run_and_count_a_shape_once(tmp_pat
 
     from aka.bench.peers import write
     a, b = tmp_path / "a", tmp_path / "b"
-    for d, rows in ((a, [_rec("peer", "1", 10.0), _rec("kb", "1", 5.0), _rec("peer", "2", 6.0),
+    for d, rows in ((a, [_rec("peer", "1", 10.0), _rec("kb", "1", 5.0), _rec("peer", "2", 6.0), _rec("peer", "4", 9.0),
                          _rec("kb", "2", 3.0)]),
                     (b, [_rec("peer", "2", 30.0), _rec("kb", "2", 10.0), _rec("peer", "3", 8.0),
-                         _rec("kb", "3", 2.0)])):
+                         _rec("kb", "3", 2.0), _rec("kb", "4", 1.0)])):
         d.mkdir()
         stamp = "2026-12-07T10:00:00" if d == a else "2026-12-07T16:00:00"
         (d / "records.jsonl").write_text("".join(_json.dumps(dict(r, date=stamp)) + "\n" for r in rows))
     md = write([a, b], tmp_path / "P.md", None)
     (row,) = _json.loads((tmp_path / "P.json").read_text())
     # shape 1 from a (2.0), shape 2 from b only (30/10 = 3.0: not a's 6/3, not b's kernel over a's peer 0.6),
-    # shape 3 from b (4.0)
-    assert (row["shapes"], row["compared"], row["runs"], row["superseded"]) == (3, 3, 2, 1)
+    # shape 3 from b (4.0); shape 4's kernel (b) has no peer in its own run: not compared, though a has one
+    assert (row["shapes"], row["compared"], row["runs"], row["superseded"]) == (4, 3, 2, 1)
     assert row["geomean"] == pytest.approx((2.0 * 3.0 * 4.0) ** (1 / 3))
-    assert "| 3/3 |" in md and "2026-12-07" in md
+    assert "| 3/4 |" in md and "2026-12-07" in md
     assert "rms_norm kb: 2 runs, 1 older records left out" in md

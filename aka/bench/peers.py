@@ -131,11 +131,13 @@ def markdown(rows: list[dict], source: str = "", alone: list[dict] | None = None
                      + (f" {r.get('git_sha')}, {r.get('date') or '-'} |" if mixed else ""))
     several = [r for r in rows if r.get("runs", 1) > 1 or r.get("superseded")]
     if several:
+        def merged(r):
+            runs = f"{r['runs']} run{'s' if r['runs'] > 1 else ''}"
+            older = f", {r['superseded']} older records left out" if r.get("superseded") else ""
+            return f"{r['op']} {r['impl']}: {runs}{older}"
         lines += ["", "Rows from several runs (each shape's kernel set against the peer of its own run; a shape "
-                  "recorded in more than one run counts once, with its newest record): " + "; ".join(
-                      f"{r['op']} {r['impl']}: {r['runs']} run{'s' if r['runs'] > 1 else ''}" + (f", {r['superseded']} older records left out"
-                                                                      if r.get("superseded") else "")
-                      for r in several) + "."]
+                  "recorded in more than one run counts once, with its newest record): "
+                  + "; ".join(merged(r) for r in several) + "."]
     if alone:
         lines += ["", "Peer recorded, no kernel beside it (not compared): " + "; ".join(
             f"{a['op']} ({a['peer']} {a['library']} {a['version']}: passed the check on {a['passed']} of "
