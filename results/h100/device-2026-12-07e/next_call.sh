@@ -11,23 +11,22 @@
 # cached fp32 buffers, expandable segments); all three at the verdict's times: call 2's run was disturbed.
 # Then the peer beside the kernel on the four shapes no call has compared (6, 7, 14, 15).
 #   AKA_CALL_S=540 OUT=$OUT bash results/h100/device-2026-12-07e/next_call.sh   (carry .gpucache and .whl)
+# an H200: its branch of 07d's call2.sh, the whole call
+nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 \
+  && exec env AKA_CALL_S="${AKA_CALL_S:-540}" bash results/h100/device-2026-12-07d/call2.sh
 set -uo pipefail
 T0=$(date +%s)
 CALL_S=${AKA_CALL_S:-540}
-if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
-  AKA_CALL_S=$CALL_S bash results/h100/device-2026-12-07d/call2.sh
-else
-  run() {  # run NAME SHAPES SECONDS [VAR=VALUE ...]: one gpu_peers.sh over fused_moe, its own cache (no resume)
-    local name=$1 shapes=$2 secs=$3; shift 3
-    mkdir -p "$OUT/$name"
-    env "$@" AKA_CACHE_DIR=/tmp/cache_$name AKA_PEER_OPS=fused_moe AKA_PEER_SHAPES="fused_moe=$shapes" \
-      AKA_PEER_JOBS=1 AKA_DEADLINE_S=$secs OUT=$OUT/$name bash scripts/gpu_peers.sh > "$OUT/$name.log" 2>&1
-    echo "[$name rc=$? $(( $(date +%s) - T0 ))s]"
-  }
-  run a 3,11 130
-  run b 3,11 100 AKA_PEER_KERNEL_ONLY=1
-  run c 3,11 130
-  L=$(( CALL_S - ($(date +%s) - T0) - 10 ))
-  (( L > 60 )) && run d 6,7,14,15 $L AKA_PEER_UNLOCK=1
-fi
+run() {  # run NAME SHAPES SECONDS [VAR=VALUE ...]: one gpu_peers.sh over fused_moe, its own cache (no resume)
+  local name=$1 shapes=$2 secs=$3; shift 3
+  mkdir -p "$OUT/$name"
+  env "$@" AKA_CACHE_DIR=/tmp/cache_$name AKA_PEER_OPS=fused_moe AKA_PEER_SHAPES="fused_moe=$shapes" \
+    AKA_PEER_JOBS=1 AKA_DEADLINE_S=$secs OUT=$OUT/$name bash scripts/gpu_peers.sh > "$OUT/$name.log" 2>&1
+  echo "[$name rc=$? $(( $(date +%s) - T0 ))s]"
+}
+run a 3,11 130
+run b 3,11 100 AKA_PEER_KERNEL_ONLY=1
+run c 3,11 130
+L=$(( CALL_S - ($(date +%s) - T0) - 10 ))
+(( L > 60 )) && run d 6,7,14,15 $L AKA_PEER_UNLOCK=1
 echo "call wall $(( $(date +%s) - T0 ))"
