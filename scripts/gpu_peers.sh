@@ -51,20 +51,8 @@ liger_install "$W/provenance.txt" "$W/install.log"
 plan_flags=""; run_flags=""
 [[ -n ${AKA_PEER_SMALL:-} ]] && { plan_flags="--small"; run_flags="--device cpu"; }
 timeout "$(( $(left) - 20 ))" python3 scripts/peer_plan.py "$W/kb-best" "$W/plan.json" $plan_flags \
-  ${AKA_PEER_OPS:+--ops $AKA_PEER_OPS} > "$W/plan.txt" 2> "$W/plan.err"
+  ${AKA_PEER_OPS:+--ops $AKA_PEER_OPS} ${AKA_PEER_SHAPES:+--shapes "$AKA_PEER_SHAPES"} > "$W/plan.txt" 2> "$W/plan.err"
 echo "[plan rc=$? wall=$(( $(date +%s) - T0 ))s] $(wc -l < "$W/plan.txt") ops" | tee -a "$W/steps.txt"
-# AKA_PEER_SHAPES="op=3,7;op2=1": those ops' shapes in place of the plan's (e.g. the large shapes an
-# earlier call left without the kernel's time beside the peer's); ops it does not name keep the plan's
-if [[ -n ${AKA_PEER_SHAPES:-} ]]; then
-  python3 - "$W/plan.txt" "$AKA_PEER_SHAPES" <<'PY'
-import sys
-path, spec = sys.argv[1], sys.argv[2]
-want = dict(part.split("=", 1) for part in spec.split(";") if part.strip())
-rows = [line.split() for line in open(path) if line.strip()]
-open(path, "w").write("".join(f"{op} {want.get(op, shapes)}\n" for op, shapes in rows))
-PY
-  echo "[shapes from AKA_PEER_SHAPES: $AKA_PEER_SHAPES]" | tee -a "$W/steps.txt"
-fi
 # AKA_PEER_KERNEL_ONLY=1: the kernels without their peers (a diagnosis: what the peer in the rounds changes)
 IMPLS="peer,$W/kb-best"; [[ -n ${AKA_PEER_KERNEL_ONLY:-} ]] && IMPLS="$W/kb-best"
 one() {  # one op: its large shapes, the peer and the kernel, timed in the same rounds

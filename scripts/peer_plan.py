@@ -1,7 +1,7 @@
 """What scripts/gpu_peers.sh measures: per op that has a peer, the knowledge base's best kernel and
 the op's large shapes.
 
-    python scripts/peer_plan.py CAND_DIR PLAN.json [--ops a,b] [--small]
+    python scripts/peer_plan.py CAND_DIR PLAN.json [--ops a,b] [--small] [--shapes "a=2,3;b=1"]
 
 Writes CAND_DIR/<op>/<kernel>.py (the kernel, copied), PLAN.json ({op: {kernel, why, shapes}}) and prints one
 line per op, `op shape,shape,...`, in the order the issue's table lists them. The kernel is the one
@@ -9,7 +9,8 @@ line per op, `op shape,shape,...`, in the order the issue's table lists them. Th
 else on the H200; without any, the op's first kernel file (and
 PLAN.json says so). Large shapes: roofline time >= LARGE_SOL_US on the H200 datasheet, the bytes
 counted from inputs made on this machine's device (a CPU makes them too, slowly for big shapes:
---small takes the op's small shapes instead, for a test run through the interpreter).
+--small takes the op's small shapes instead, for a test run through the interpreter). --shapes
+gives the named ops' shapes outright (e.g. the shapes an earlier call left unmeasured), unsized.
 """
 from __future__ import annotations
 
@@ -71,7 +72,9 @@ def main(argv=None) -> int:
     ap.add_argument("plan")
     ap.add_argument("--ops", default=None)
     ap.add_argument("--small", action="store_true")
+    ap.add_argument("--shapes", default="", help='"op=2,3;op2=1": these ops\' shapes in place of the sized ones')
     a = ap.parse_args(argv)
+    given = dict(part.split("=", 1) for part in a.shapes.split(";") if part.strip())
     from aka.kb.best import best_table
     from aka.peers import peer_of
     from aka.problem import load_problem
@@ -100,7 +103,8 @@ def main(argv=None) -> int:
         (cand / op).mkdir(exist_ok=True)
         shutil.copy(path, cand / op / path.name)  # DIR/<op>/<kernel>.py: the records name the kernel
         try:
-            shapes = list(prob.small_shapes) if a.small else large_shapes(prob, device)
+            shapes = (given[op].split(",") if op in given else list(prob.small_shapes) if a.small
+                      else large_shapes(prob, device))
         except Exception as e:  # noqa: BLE001 - an op whose shapes cannot be sized is left out, said
             print(f"peer_plan: {op}: shapes not sized ({type(e).__name__}: {e})", file=sys.stderr)
             continue

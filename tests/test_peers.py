@@ -425,3 +425,19 @@ def test_runs_merged_for_one_op_pair_within_a_run_and_count_a_shape_once(tmp_pat
     assert row["geomean"] == pytest.approx((2.0 * 3.0 * 4.0) ** (1 / 3))
     assert "| 3/4 |" in md and "2026-12-07" in md
     assert "rms_norm kb: 2 runs, 1 older records left out" in md
+
+
+def test_peer_plan_takes_given_shapes_for_the_ops_it_names(tmp_path, capsys):
+    """gpu_peers.sh's AKA_PEER_SHAPES reaches the plan itself (plan.txt and plan.json agree)."""
+    from aka.problem import REPO_ROOT
+    import importlib.util
+    import json as _json
+    spec = importlib.util.spec_from_file_location("peer_plan", REPO_ROOT / "scripts" / "peer_plan.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    plan = tmp_path / "plan.json"
+    assert mod.main([str(tmp_path / "cand"), str(plan), "--ops", "rms_norm,silu_and_mul", "--small",
+                     "--shapes", "rms_norm=s1"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["rms_norm s1", "silu_and_mul s0,s1,s2"]
+    assert {k: v["shapes"] for k, v in _json.loads(plan.read_text()).items()} == {
+        "rms_norm": ["s1"], "silu_and_mul": ["s0", "s1", "s2"]}
