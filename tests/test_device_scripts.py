@@ -6,6 +6,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tarfile
 
 from aka.problem import REPO_ROOT
@@ -255,3 +256,13 @@ def test_tune_pairs_matches_records_that_differ_in_one_key_only():
     got = tp.pairs(rec, "TMA", op="x")
     assert [(p["shape"], p["MxNxK"], p["config"], p["us"]) for p in got] == [("1", "4096x64x128", {"BM": 128}, [11.0, 10.0])]
     assert abs(got[0]["ratio"] - 1.1) < 1e-9 and tp.pairs(rec, "TMA", min_m=5000) == []
+
+
+def test_host_launch_probe_refuses_without_a_gpu_and_checks_its_arguments():
+    probe = REPO_ROOT / "scripts" / "host_launch_probe.py"
+    r = subprocess.run([sys.executable, str(probe), "fused_moe", "3", "--impl", "peer"], cwd=REPO_ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "needs a CUDA GPU" in r.stderr
+    r = subprocess.run([sys.executable, str(probe), "fused_moe", "3", "--impl", "peer", "--load", "-1"], cwd=REPO_ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "--load >= 0" in r.stderr

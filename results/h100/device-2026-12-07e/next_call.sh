@@ -10,6 +10,7 @@
 # (a) slow and (b) at the verdict's times: the peer's presence is what slows it (then look at memory: the peer's
 # cached fp32 buffers, expandable segments); all three at the verdict's times: call 2's run was disturbed.
 # Then the peer beside the kernel on the four shapes no call has compared (6, 7, 14, 15).
+# Before (a)-(c), scripts/host_launch_probe.py: whether the kernel's host path outruns the head start.
 #   AKA_CALL_S=540 OUT=$OUT bash results/h100/device-2026-12-07e/next_call.sh   (carry .gpucache and .whl)
 # an H200: its branch of 07d's call2.sh, the whole call
 nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 \
@@ -24,6 +25,13 @@ run() {  # run NAME SHAPES SECONDS [VAR=VALUE ...]: one gpu_peers.sh over fused_
     AKA_PEER_JOBS=1 AKA_DEADLINE_S=$secs OUT=$OUT/$name bash scripts/gpu_peers.sh > "$OUT/$name.log" 2>&1
   echo "[$name rc=$? $(( $(date +%s) - T0 ))s]"
 }
+# First, outside the harness: each call's host time against its GPU time (idle CPU, then beside 8 spinning
+# processes). The harness times these one-set shapes with events after a ~200 us GPU head start, so a
+# host path longer than that plus the GPU time is timed at the host's pace.
+mkdir -p "$OUT/probe"
+timeout 150 python3 scripts/host_launch_probe.py fused_moe 2,3,10,11 --load 8 --out "$OUT/probe/probe.jsonl" \
+  --impl peer,knowledge_base/kernels/fused_moe/grouped_dispatch.py > "$OUT/probe/probe.md" 2>&1
+echo "[probe rc=$? $(( $(date +%s) - T0 ))s]"
 run a 3,11 130
 run b 3,11 100 AKA_PEER_KERNEL_ONLY=1
 run c 3,11 130
