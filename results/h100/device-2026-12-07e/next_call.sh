@@ -6,7 +6,7 @@
 # call 2 here, with the peer in its rounds. Shapes 3 and 11, one evaluation at a time, nothing else on the GPU:
 #   (a) as call 2 (peer and kernel in the same rounds), compiles under the lock;
 #   (b) the kernel alone (AKA_PEER_KERNEL_ONLY=1);
-#   (c) (a) again, a repeat.
+#   (c) (a) again, a repeat, only where (a) was slow at shape 3.
 # (a) slow and (b) at the verdict's times: the peer's presence is what slows it (then look at memory: the peer's
 # cached fp32 buffers, expandable segments); all three at the verdict's times: call 2's run was disturbed.
 # Then the peer beside the kernel on the four shapes no call has compared (6, 7, 14, 15).
@@ -34,7 +34,14 @@ timeout 150 python3 scripts/host_launch_probe.py fused_moe 2,3,10,11 --load 8 --
 echo "[probe rc=$? $(( $(date +%s) - T0 ))s]"
 run a 3,11 130
 run b 3,11 100 AKA_PEER_KERNEL_ONLY=1
-run c 3,11 130
+# (c), the repeat of (a), only where (a) reproduced the slow shape 3 (kernel over 1000 us; its verdict 448)
+slow=$(python3 -c "
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if r.get('impl') != 'peer' and str(r.get('shape')) == '3' and (r.get('time_us') or 0) > 1000: print(1)
+" "$OUT/a/work/runs/fused_moe/records.jsonl" 2>/dev/null)
+[[ -n $slow ]] && run c 3,11 130
 L=$(( CALL_S - ($(date +%s) - T0) - 10 ))
 (( L > 60 )) && run d 6,7,14,15 $L AKA_PEER_UNLOCK=1
 echo "call wall $(( $(date +%s) - T0 ))"
