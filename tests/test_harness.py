@@ -617,3 +617,60 @@ def test_runner_cache_is_seeded_with_copies_of_the_judges_driver_module_only(tmp
     assert (trusted / "k1" / got.name).read_bytes() == b"judge-built"
     assert seed_driver_utils(trusted, mine) == 0 and got.read_bytes() == b"runner-overwrote"
     assert seed_driver_utils(tmp_path / "absent", mine) == 0
+
+
+def test_event_timed_samples_record_each_calls_host_time(monkeypatch):
+    """ShapeTimer.sample on one input set (events): each call's host time is kept beside its GPU
+    sample, for host_bound_note; a graph-timed impl records none (its host does not enter the figure)."""
+    import time as _time
+
+    import torch
+
+    from aka.evaluate import timing
+
+    class Event:
+        def __init__(self, **kw):
+            self.t = 0.0
+
+        def record(self):
+            self.t = _time.perf_counter()
+
+        def elapsed_time(self, other):
+            return (other.t - self.t) * 1e3
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    monkeypatch.setattr(timing, "_head_start", lambda: None)
+
+    class Slow(timing.Impl):
+        def __call__(self, inputs):
+            _time.sleep(0.004)
+            return inputs["x"]
+
+    t = timing.ShapeTimer.__new__(timing.ShapeTimer)
+    t.sets = [{"x": torch.zeros(1)}]
+    t.flush = lambda: None
+    impl = Slow("candidate", None)
+    t.sample(impl, 3)
+    assert len(impl.host_us) == 3 and all(h >= 3500 for h in impl.host_us)
+    assert len(impl.samples) == 3
+
+    class Graph:
+        def replay(self):
+            pass
+    graphed = Slow("eager", None)
+    graphed.graph, graphed.graph_calls = Graph(), 4
+    t.sample(graphed, 2)
+    assert graphed.host_us == [] and len(graphed.samples) == 2
+
+
+def test_host_bound_note_only_where_the_hosts_excess_over_the_head_start_is_a_real_share():
+    from aka.evaluate.timing import HOST_BOUND_SHARE, host_bound_note
+    # fused_moe's shape-3 case: ~2.7 ms of host path, a 200 us head start, 2562 us measured
+    note = host_bound_note([2700.0, 2750.0, 2650.0], 200.0, 2562.0)
+    assert note and "host-bound timing" in note and "2700 us on the host" in note and "2500 us more" in note
+    # a host path inside the head start, or an excess small against the GPU time: nothing to say
+    assert host_bound_note([150.0] * 5, 200.0, 448.0) is None
+    assert host_bound_note([300.0] * 5, 200.0, 448.0) is None          # 100 us over, 22% of 448
+    assert host_bound_note([200.0 + HOST_BOUND_SHARE * 448.0 + 1] * 5, 200.0, 448.0) is not None
+    assert host_bound_note([], 200.0, 448.0) is None and host_bound_note([900.0], 200.0, 0.0) is None

@@ -32,8 +32,8 @@ from aka.evaluate.loader import call
 from aka.evaluate.peers import peer_impl
 from aka.evaluate.result import StageFailure
 from aka.evaluate.stats import median_ci
-from aka.evaluate.timing import (BASELINE_METHOD, ROUNDS, Impl, RemoteImpl, ShapeTimer, make_input_sets,
-                                 refreshed_keys)
+from aka.evaluate.timing import (BASELINE_METHOD, ROUNDS, Impl, RemoteImpl, ShapeTimer, head_start_us,
+                                 host_bound_note, make_input_sets, refreshed_keys)
 
 CLAIM_SLACK = 1.5         # the judge's clock may exceed the claimed work by this factor...
 FIXED_SLACK_US = 300.0    # ...plus this and two message round trips
@@ -212,6 +212,11 @@ def time_shapes(judge, shapes) -> None:
                 judge.res.notes.append(f"shape {shape.id}: {impl.name} not timed ({impl.error})")
             if impl.note and impl.samples:
                 judge.res.notes.append(f"shape {shape.id}: {impl.name}: {impl.note}")
+            if impl.samples and impl.method == "cuda_events" and impl.host_us:
+                hb = host_bound_note(impl.host_us, head_start_us(), res[impl.name]["median_us"])
+                res[impl.name]["host_us"] = sorted(impl.host_us)[len(impl.host_us) // 2]
+                if hb:
+                    judge.res.notes.append(f"shape {shape.id}: {impl.name}: {hb}")
         c = res.get("candidate")
         if c:
             sr.time_us, sr.time_ci_us = c["median_us"], c["ci_us"]

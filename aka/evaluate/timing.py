@@ -78,6 +78,7 @@ class Impl:
         self.name, self.model, self.capturable = name, model, capturable
         self.method = None
         self.samples: list[float] = []
+        self.host_us: list[float] = []  # event-timed samples: each call's host time (host_bound_note)
         self.eager_call_us = None
         self.graph = None
         self.graph_calls = 1
@@ -114,6 +115,40 @@ HEAD_START_CYCLES = 400_000
 
 def _head_start() -> None:
     torch.cuda._sleep(HEAD_START_CYCLES)
+
+
+_HEAD_START_US: list[float] = []
+
+
+def head_start_us() -> float:
+    """The head start's GPU duration here (median of five, measured once per process): the host
+    time a call can take before an event-timed sample starts to measure the host."""
+    if not _HEAD_START_US:
+        _HEAD_START_US.append(sorted(_event_time_us(_head_start, 1, False) for _ in range(5))[2])
+    return _HEAD_START_US[0]
+
+
+# An event-timed sample measures the GPU only while the host keeps ahead of it: the head start gives
+# the host that many microseconds to enqueue the call's launches. A call whose host path takes longer
+# (Python set-up, descriptors, many launches, a busy CPU) leaves the GPU waiting on the host, and the
+# sample grows by up to the excess. The figure is then partly the host's, which serving without CUDA
+# graphs pays too, but which a GPU-side change cannot move; the result says so (H100, 2026-12-07e:
+# fused_moe's grouped_dispatch timed at 5.7x its own earlier figure at one shape, not understood).
+HOST_BOUND_SHARE = 0.25
+
+
+def host_bound_note(host_us: list[float], head_start: float, median_us: float) -> str | None:
+    """A result note when the call's host time (median over its event-timed samples) outran the head
+    start by at least HOST_BOUND_SHARE of the timed median; None otherwise."""
+    if not host_us or not median_us or median_us <= 0:
+        return None
+    host = sorted(host_us)[len(host_us) // 2]
+    excess = host - head_start
+    if excess < HOST_BOUND_SHARE * median_us:
+        return None
+    return (f"host-bound timing: a call took {host:.0f} us on the host, {excess:.0f} us more than the "
+            f"{head_start:.0f} us GPU head start before each timed call, against {median_us:.0f} us measured; "
+            "the GPU waited on the host for up to that excess (a busy CPU moves it too)")
 
 
 def _event_time_us(fn, n: int, head_start: bool = True) -> float:
@@ -298,8 +333,9 @@ class ShapeTimer:
 
     def sample(self, impl: Impl, n: int) -> None:
         if isinstance(impl, RemoteImpl):
-            got = impl.ask("time_sample", n=int(n)).get("samples") or []
-            impl.samples += [float(x) for x in got][:int(n)]
+            r = impl.ask("time_sample", n=int(n))
+            impl.samples += [float(x) for x in (r.get("samples") or [])][:int(n)]
+            impl.host_us += [float(x) for x in (r.get("host_us") or [])][:int(n)]  # a claim: feeds a note only
             return
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
@@ -316,7 +352,9 @@ class ShapeTimer:
                     self.flush()
                     _head_start()
                     starts[i].record()
+                    t0 = time.perf_counter()
                     out = impl(self.sets[i % k])
+                    impl.host_us.append((time.perf_counter() - t0) * 1e6)
                     ends[i].record()
                 impl.last_out = ((n - 1) % k, out)
         torch.cuda.synchronize()

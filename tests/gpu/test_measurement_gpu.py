@@ -171,3 +171,32 @@ def test_parallel_evaluations_measure_what_one_alone_measures(record):
                    gpu_wait_s=r.wall_s.get("gpu_wait_s", 0.0), total_s=r.wall_s.get("total_s"))
             assert spread <= limit, f"shape {s.id}: {s.time_us:.2f} us in parallel vs {base[s.id]:.2f} alone"
     assert sum(w > 0 for w in waits) >= 1, f"no evaluation ever waited for the GPU: {waits}"
+
+
+def test_a_host_bound_call_is_said_to_be_and_a_gpu_bound_one_is_not(record):
+    """One input set over 3x the L2 (events). A call that sleeps 2 ms on the host before a short
+    copy outruns the ~200 us head start: its samples grow by the excess and host_bound_note names it;
+    the same copy without the sleep keeps inside the head start and gets no note."""
+    import time as _time
+
+    from aka.evaluate.stats import median_ci
+    from aka.evaluate.timing import Impl, ShapeTimer, head_start_us, host_bound_note
+
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    n = (3 * l2) // 2 + 1024
+    sets = [{"x": torch.randn(n, device="cuda", dtype=torch.bfloat16)}]
+
+    class SlowHost(Impl):
+        def __call__(self, inputs):
+            _time.sleep(0.002)
+            return inputs["x"] * 2
+
+    slow, fast = SlowHost("slow", None), Impl("fast", lambda x: x * 2)
+    ShapeTimer([slow, fast], sets, l2).run()
+    hs = head_start_us()
+    ms, mf = median_ci(slow.samples)[0], median_ci(fast.samples)[0]
+    ns, nf = host_bound_note(slow.host_us, hs, ms), host_bound_note(fast.host_us, hs, mf)
+    record("host_bound", head_start_us=hs, slow_us=ms, fast_us=mf, slow_host_us=sorted(slow.host_us)[len(slow.host_us) // 2],
+           fast_host_us=sorted(fast.host_us)[len(fast.host_us) // 2], slow_note=ns, fast_note=nf)
+    assert slow.method == fast.method == "cuda_events"
+    assert ms > 1500 > mf and ns and "host-bound timing" in ns and nf is None

@@ -32,6 +32,10 @@ mkdir -p "$OUT/probe"
 timeout 150 python3 scripts/host_launch_probe.py fused_moe 2,3,10,11 --load 8 --out "$OUT/probe/probe.jsonl" \
   --impl peer,knowledge_base/kernels/fused_moe/grouped_dispatch.py > "$OUT/probe/probe.md" 2>&1
 echo "[probe rc=$? $(( $(date +%s) - T0 ))s]"
+# the harness's own host-bound note (aka/evaluate/timing.py host_bound_note), its GPU test
+AKA_GPU_RESULTS=$OUT/probe/gpu_host_bound.jsonl PYTHONPATH=$PWD timeout 90 python3 -m pytest -q -m gpu -p no:cacheprovider \
+  tests/gpu/test_measurement_gpu.py -k host_bound > "$OUT/probe/gpu_host_bound.log" 2>&1
+echo "[host-bound gpu test rc=$? $(( $(date +%s) - T0 ))s]"
 run a 3,11 130
 run b 3,11 100 AKA_PEER_KERNEL_ONLY=1
 # (c), the repeat of (a), only where (a) reproduced the slow shape 3 (kernel over 1000 us; its verdict 448)
