@@ -15,9 +15,10 @@ each the median of --reps, first with the host otherwise idle and then, with --l
 processes spinning on the CPU. events_us well above gpu_us means the harness measured the host.
 
     python3 scripts/host_launch_probe.py fused_moe 2,3,10,11 \
-        --impl peer,knowledge_base/kernels/fused_moe/grouped_dispatch.py --load 8
+        --impl peer,knowledge_base/kernels/fused_moe/grouped_dispatch.py --load 8 --out probe.jsonl
+    python3 scripts/host_launch_probe.py --table probe.jsonl      # the table again, from the rows
 
-Needs a GPU.
+Needs a GPU (but not for --table).
 """
 from __future__ import annotations
 
@@ -96,16 +97,35 @@ def probe(fn, reps: int) -> dict:
     return {"host_us": _median(host), "events_us": _median(ev), "gpu_us": _median(gpu), "graph_us": graph_us}
 
 
+def table(rows: list[dict]) -> str:
+    """The rows as a markdown table, with the GPU and repetitions they were measured with."""
+    head = (f"{rows[0]['op']} on {rows[0]['gpu']}: host launch time against GPU time (us, median of "
+            f"{rows[0]['reps']}; `scripts/host_launch_probe.py`)\n\n") if rows else ""
+    lines = ["| shape | impl | CPU load | host | events (harness head start) | GPU | graph | events / GPU |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        g = "-" if r["graph_us"] is None else f"{r['graph_us']:.1f}"
+        lines.append(f"| {r['shape']} | {r['impl']} | {r['cpu_load']} | {r['host_us']:.1f} | {r['events_us']:.1f} | "
+                     f"{r['gpu_us']:.1f} | {g} | {r['events_us'] / r['gpu_us']:.2f} |")
+    return head + "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("op")
-    ap.add_argument("shapes", help="comma list of shape ids")
-    ap.add_argument("--impl", required=True, help="comma list: peer and/or candidate .py files")
+    ap.add_argument("op", nargs="?")
+    ap.add_argument("shapes", nargs="?", help="comma list of shape ids")
+    ap.add_argument("--impl", help="comma list: peer and/or candidate .py files")
+    ap.add_argument("--table", metavar="JSONL", help="print the table of an earlier run's --out file and stop")
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--load", type=int, default=0, help="also measure beside N CPU-spinning processes")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--out", default="", help="also append the rows as JSON lines here")
     a = ap.parse_args(argv)
+    if a.table:
+        print(table([json.loads(x) for x in Path(a.table).read_text().splitlines() if x.strip()]), end="")
+        return 0
+    if not (a.op and a.shapes and a.impl):
+        ap.error("give OP, SHAPES and --impl (or --table JSONL)")
     if a.reps < 1 or a.load < 0:
         ap.error("--reps must be >= 1 and --load >= 0")
 
@@ -162,13 +182,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(row), flush=True)
         del impls, inputs, ref
         torch.cuda.empty_cache()
-    print(f"\n{a.op}: host launch time against GPU time (median of {a.reps}; us)")
-    print("| shape | impl | CPU load | host | events (harness head start) | GPU | graph | events / GPU |")
-    print("|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        g = "-" if r["graph_us"] is None else f"{r['graph_us']:.1f}"
-        print(f"| {r['shape']} | {r['impl']} | {r['cpu_load']} | {r['host_us']:.1f} | {r['events_us']:.1f} | "
-              f"{r['gpu_us']:.1f} | {g} | {r['events_us'] / r['gpu_us']:.2f} |")
+    print("\n" + table(rows))
     if a.out:
         with open(a.out, "a") as f:
             for r in rows:
