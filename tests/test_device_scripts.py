@@ -266,3 +266,13 @@ def test_host_launch_probe_refuses_without_a_gpu_and_checks_its_arguments():
     r = subprocess.run([sys.executable, str(probe), "fused_moe", "3", "--impl", "peer", "--load", "-1"], cwd=REPO_ROOT,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "--load >= 0" in r.stderr
+
+
+def test_host_launch_probe_renders_a_committed_runs_rows_without_a_gpu():
+    probe = REPO_ROOT / "scripts" / "host_launch_probe.py"
+    rows = REPO_ROOT / "results" / "h100" / "device-2026-12-07f" / "call2" / "probe.jsonl"
+    r = subprocess.run([sys.executable, str(probe), "--table", str(rows)], cwd=REPO_ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == (rows.parent / "PROBE.md").read_text()   # the committed table is this command's output
+    assert "| 3 | grouped_dispatch | 0 | 833.6 | 579.7 | 442.8 | 434.5 | 1.31 |" in r.stdout
