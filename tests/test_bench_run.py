@@ -80,6 +80,22 @@ def test_baseline_that_could_not_be_timed_is_a_failed_case_with_its_reason():
     assert _rows(res, "compile", prob, suite, which="compile")[0]["correct"]
 
 
+def test_a_host_bound_timing_note_reaches_the_record_of_the_implementation_it_names():
+    from aka.bench.run import _rows
+    from aka.bench.suite import load_suite
+    from aka.evaluate.result import EvalResult, ShapeResult
+    suite = load_suite()
+    prob = next(p for p in suite.problems if p.name == "fused_moe")
+    sid = next(iter(prob.shapes))
+    sr = ShapeResult(id=sid, label="x", time_us=2562.0, correct=True, peer_us=671.8, peer_status="pass", sol_us=341.0,
+                     timing_method="cuda_events", baseline_methods={"peer": "cuda_events"})
+    note = "host-bound timing: a call took 2700 us on the host, 2486 us more than the 214 us GPU head start"
+    res = EvalResult(status="pass", reason="", problem="fused_moe", device="cuda", shapes=[sr],
+                     notes=[f"shape {sid}: candidate: {note}", f"shape {sid}: peer: timed with CUDA events: x"])
+    assert _rows(res, "kb-best", prob, suite)[0]["timing_note"] == note
+    assert _rows(res, "peer", prob, suite, which="peer")[0]["timing_note"] is None
+
+
 def test_resume_measures_again_what_failed_for_want_of_gpu_memory(tmp_path):
     """An OOM (several evaluations sharing one GPU) is the machine's failure, not the
     implementation's: a resumed run does not count it as done, and its later record wins."""

@@ -133,6 +133,9 @@ def _rows(res: EvalResult, impl: str, problem, suite: Suite, which: str | None =
         if peer_failed:
             status, reason = s.peer_status or "error", s.peer_reason or "peer not checked"
         sp_peer = s.speedup_peer if which is None else (s.peer_us / t if s.peer_us and t else None)
+        # the harness's word when this implementation's event timing carried its host path (timing.py)
+        mark = f"shape {s.id}: {_HARNESS_NAME.get(which, which)}: host-bound timing"
+        timing_note = next((n.split(": ", 2)[2] for n in res.notes if n.startswith(mark)), None)
         rows.append(dict(base, shape=s.id, label=s.label, shape_weight=shape.weight if shape else 1.0,
                          phase=(shape.info.get("phase") if shape else None),
                          status=status, reason=reason, correct=ok, time_us=t,
@@ -145,8 +148,12 @@ def _rows(res: EvalResult, impl: str, problem, suite: Suite, which: str | None =
                          sol_us_measured=s.sol_us_measured, sol_fraction_measured=sol_measured,
                          bytes=s.bytes, flops=s.flops,
                          bound=s.bound, impossible=bool(floor),
-                         fallback_ops=s.fallback_ops))
+                         fallback_ops=s.fallback_ops, timing_note=timing_note))
     return rows
+
+
+# a record's implementation (`which`) as the harness names it in a result's notes
+_HARNESS_NAME = {None: "candidate", "reference": "eager"}
 
 
 def _peer_of(problem) -> dict | None:
