@@ -674,3 +674,10 @@ def test_host_bound_note_only_where_the_hosts_excess_over_the_head_start_is_a_re
     assert host_bound_note([300.0] * 5, 200.0, 448.0) is None          # 100 us over, 22% of 448
     assert host_bound_note([200.0 + HOST_BOUND_SHARE * 448.0 + 1] * 5, 200.0, 448.0) is not None
     assert host_bound_note([], 200.0, 448.0) is None and host_bound_note([900.0], 200.0, 0.0) is None
+
+
+def test_a_runners_host_times_are_taken_only_as_a_list_of_finite_numbers():
+    from aka.evaluate.timing import _numbers
+    assert _numbers([1, 2.5, float("nan"), float("inf")]) == [1.0, 2.5]
+    assert _numbers("123") == [] and _numbers({"a": 1}) == [] and _numbers([1, "2"]) == [] and _numbers(None) == []
+    assert _numbers([True]) == []

@@ -132,8 +132,9 @@ def head_start_us() -> float:
 # the host that many microseconds to enqueue the call's launches. A call whose host path takes longer
 # (Python set-up, descriptors, many launches, a busy CPU) leaves the GPU waiting on the host, and the
 # sample grows by up to the excess. The figure is then partly the host's, which serving without CUDA
-# graphs pays too, but which a GPU-side change cannot move; the result says so (H100, 2026-12-07e:
-# fused_moe's grouped_dispatch timed at 5.7x its own earlier figure at one shape, not understood).
+# graphs pays too, but which a GPU-side change cannot move; the result says so. On an H100 host
+# (results/h100/device-2026-12-07f, scripts/host_launch_probe.py) fused_moe's grouped-GEMM kernel spent
+# 0.8-1.6 ms a call on the host and its torch._grouped_mm peer 1.35-2.4 ms, against a 214 us head start.
 HOST_BOUND_SHARE = 0.25
 
 
@@ -149,6 +150,13 @@ def host_bound_note(host_us: list[float], head_start: float, median_us: float) -
     return (f"host-bound timing: a call took {host:.0f} us on the host, {excess:.0f} us more than the "
             f"{head_start:.0f} us GPU head start before each timed call, against {median_us:.0f} us measured; "
             "the GPU waited on the host for up to that excess (a busy CPU moves it too)")
+
+
+def _numbers(xs) -> list[float]:
+    """A list of finite numbers from an untrusted reply, [] for anything else."""
+    if not isinstance(xs, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs):
+        return []
+    return [float(x) for x in xs if math.isfinite(x)]
 
 
 def _event_time_us(fn, n: int, head_start: bool = True) -> float:
@@ -335,7 +343,7 @@ class ShapeTimer:
         if isinstance(impl, RemoteImpl):
             r = impl.ask("time_sample", n=int(n))
             impl.samples += [float(x) for x in (r.get("samples") or [])][:int(n)]
-            impl.host_us += [float(x) for x in (r.get("host_us") or [])][:int(n)]  # a claim: feeds a note only
+            impl.host_us += _numbers(r.get("host_us"))[:int(n)]  # the runner's claim: it feeds a note only
             return
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
@@ -384,6 +392,8 @@ class ShapeTimer:
                 staged = [self.stage(r) for r in range(1, ROUNDS)]
         live = []
         with gpu.exclusive():
+            if torch.cuda.is_available():
+                head_start_us()  # measured once per process, inside a hold: its spin disturbs no other timing
             for impl in self.impls:
                 if impl.error and not impl.warmed:
                     continue  # failed its warm-up: reported, not timed
