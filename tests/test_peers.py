@@ -427,6 +427,24 @@ def test_runs_merged_for_one_op_pair_within_a_run_and_count_a_shape_once(tmp_pat
     assert "rms_norm kb: 2 runs, 1 older records left out" in md
 
 
+def test_figures_the_harness_noted_as_host_bound_are_named_under_the_table(tmp_path):
+    import json as _json
+
+    from aka.bench.peers import write
+    note = "host-bound timing: a call took 2700 us on the host"
+    rows = [_rec("peer", "1", 10.0), dict(_rec("kb", "1", 5.0), timing_note=note), _rec("peer", "2", 6.0),
+            _rec("kb", "2", 3.0), dict(_rec("peer", "3", 8.0), timing_note=note), _rec("kb", "3", 2.0)]
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "records.jsonl").write_text("".join(_json.dumps(r) + "\n" for r in rows))
+    md = write([tmp_path / "r"], tmp_path / "P.md", None)
+    (row,) = _json.loads((tmp_path / "P.json").read_text())
+    assert row["host_bound"] == ["1 (kernel)", "3 (peer)"]
+    assert "noted as host-bound" in md and "rms_norm kb: shapes 1 (kernel), 3 (peer)." in md
+    (tmp_path / "r" / "records.jsonl").write_text("".join(_json.dumps({k: v for k, v in r.items() if k != "timing_note"})
+                                                          + "\n" for r in rows))
+    assert "host-bound" not in write([tmp_path / "r"], tmp_path / "Q.md", None)   # none noted: no line
+
+
 def test_peer_plan_takes_given_shapes_for_the_ops_it_names(tmp_path, capsys):
     """gpu_peers.sh's AKA_PEER_SHAPES reaches the plan itself (plan.txt and plan.json agree)."""
     from aka.problem import REPO_ROOT

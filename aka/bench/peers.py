@@ -12,6 +12,7 @@ Several run directories may hold the same op (a call that timed the shapes an ea
 not reach): a kernel record is only ever set against a peer record of its own run (`_run`, set
 by `write`), and a shape recorded in more than one run counts once, with its newest record; the
 row says how many runs its shapes come from and how many older records it left out.
+A figure the harness noted as host-bound (`timing_note` on the record) is named under the table.
 """
 from __future__ import annotations
 
@@ -84,7 +85,10 @@ def peer_rows(records: list[dict]) -> list[dict]:
                     "gpu": next((r.get("gpu") for r in rs if r.get("gpu")), None),
                     "git_sha": ", ".join(sorted({r["git_sha"] for r in rs if r.get("git_sha")})) or None,
                     "date": _span(str(r["date"])[:10] for r in rs if r.get("date")),
-                    "runs": len({r.get("_run") for r in rs}), "superseded": superseded.get((op, impl), 0)})
+                    "runs": len({r.get("_run") for r in rs}), "superseded": superseded.get((op, impl), 0),
+                    # shapes whose figure the harness noted as carrying host time (run.py timing_note)
+                    "host_bound": [f"{r['shape']} ({who})" for r, p in zip(rs, prs)
+                                   for who, x in (("kernel", r), ("peer", p)) if x and x.get("timing_note")]})
     return out
 
 
@@ -138,6 +142,12 @@ def markdown(rows: list[dict], source: str = "", alone: list[dict] | None = None
         lines += ["", "Rows from several runs (each shape's kernel set against the peer of its own run; a shape "
                   "recorded in more than one run counts once, with its newest record): "
                   + "; ".join(merged(r) for r in several) + "."]
+    noted = [r for r in rows if r.get("host_bound")]
+    if noted:
+        lines += ["", "Figures the harness noted as host-bound (the event timing carried the call's host path; "
+                  "the ratio is partly the host's): " + "; ".join(
+                      f"{r['op']} {r['impl']}: shape{'s' if len(r['host_bound']) > 1 else ''} "
+                      + ", ".join(r["host_bound"]) for r in noted) + "."]
     if alone:
         lines += ["", "Peer recorded, no kernel beside it (not compared): " + "; ".join(
             f"{a['op']} ({a['peer']} {a['library']} {a['version']}: passed the check on {a['passed']} of "
