@@ -681,3 +681,38 @@ def test_a_runners_host_times_are_taken_only_as_a_list_of_finite_numbers():
     assert _numbers([1, 2.5, float("nan"), float("inf")]) == [1.0, 2.5]
     assert _numbers("123") == [] and _numbers({"a": 1}) == [] and _numbers([1, "2"]) == [] and _numbers(None) == []
     assert _numbers([True]) == []
+
+
+def test_a_result_written_as_the_worker_exits_is_still_read():
+    """sandbox._pump: the worker's last lines can reach the pipe after a select has timed out and before
+    the poll that sees the exit. The fake worker writes its progress and result exactly then: the pump
+    reads them (it used to stop at the poll and call the evaluation a worker that exited before reporting)."""
+    import json as _json
+    import os as _os
+    from types import SimpleNamespace
+
+    from aka.evaluate.result import EvalResult
+    from aka.evaluate.sandbox import _pump
+
+    r, w = _os.pipe()
+    res = EvalResult(status="pass", reason="all stages passed", problem="p", device="cpu")
+
+    class Proc:
+        pid = 2 ** 22 + 12345   # above Linux's pid_max: the pump's group kill finds no such process
+        wrote = False
+
+        def poll(self):
+            if not self.wrote:
+                _os.write(w, (_json.dumps({"stage": "fallback"}) + "\n"
+                              + _json.dumps({"event": "result", "result": res.to_json()}) + "\n").encode())
+                _os.close(w)
+                self.wrote = True
+            return 0
+
+        def wait(self, timeout=None):
+            return 0
+
+    cfg = SimpleNamespace(timeout_s=30.0, wall_limit_s=None, idle_timeout_s=30.0, gpu_wait_max_s=0.0)
+    seen = []
+    got, killed = _pump(Proc(), r, cfg, seen.append)   # the pump closes r
+    assert killed is None and got is not None and got.status == "pass" and seen == [{"stage": "fallback"}]

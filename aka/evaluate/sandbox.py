@@ -238,6 +238,7 @@ def _pump(proc, fd, cfg, on_progress):
     t0 = last = time.monotonic()
     started = None
     waited, wait_since = 0.0, None
+    ended = False
     try:
         while True:
             now = time.monotonic()
@@ -264,26 +265,37 @@ def _pump(proc, fd, cfg, on_progress):
                 if not chunk:
                     break  # worker closed the pipe: exited or died
                 buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    try:
-                        msg = json.loads(line)
-                    except json.JSONDecodeError:
-                        continue
-                    last = time.monotonic()
-                    if msg.get("stage") == WAIT_STAGE:
-                        wait_since = wait_since if wait_since is not None else last
-                    elif wait_since is not None:
-                        waited, wait_since = waited + last - wait_since, None
-                    if started is None:
-                        started = last - t0
-                    if msg.get("event") == "result":
-                        result = EvalResult.from_json(msg["result"])
-                    else:
-                        last_stage.update(msg)
-                        if on_progress is not None:
-                            on_progress(msg)
             elif proc.poll() is not None:
+                # Exited. Its last lines (the result) may have reached the pipe after the select above
+                # timed out and before the poll: read what is left before giving up on it (a CPU
+                # verdict came back as "exited with code 0 before reporting" once in CI, 2026-12-07).
+                # A child that inherited the pipe can keep it open: bounded waits, not read-to-EOF.
+                while sel.select(timeout=0.5):
+                    chunk = os.read(fd, 1 << 16)
+                    if not chunk:
+                        break
+                    buf += chunk
+                ended = True
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                try:
+                    msg = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                last = time.monotonic()
+                if msg.get("stage") == WAIT_STAGE:
+                    wait_since = wait_since if wait_since is not None else last
+                elif wait_since is not None:
+                    waited, wait_since = waited + last - wait_since, None
+                if started is None:
+                    started = last - t0
+                if msg.get("event") == "result":
+                    result = EvalResult.from_json(msg["result"])
+                else:
+                    last_stage.update(msg)
+                    if on_progress is not None:
+                        on_progress(msg)
+            if ended:
                 break
     except KeyboardInterrupt:
         _kill_group(proc)
