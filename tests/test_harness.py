@@ -716,3 +716,46 @@ def test_a_result_written_as_the_worker_exits_is_still_read():
     seen = []
     got, killed = _pump(Proc(), r, cfg, seen.append)   # the pump closes r
     assert killed is None and got is not None and got.status == "pass" and seen == [{"stage": "fallback"}]
+
+
+def test_the_read_after_a_workers_exit_ends_even_if_something_keeps_writing(monkeypatch):
+    """A child that inherited the worker's pipe and keeps writing after the worker's exit cannot hold
+    the pump's final read past DRAIN_S."""
+    import os as _os
+    import threading
+    import time as _time
+    from types import SimpleNamespace
+
+    from aka.evaluate import sandbox
+
+    monkeypatch.setattr(sandbox, "DRAIN_S", 1.0)
+    r, w = _os.pipe()
+    stop = threading.Event()
+
+    def chatter():
+        while not stop.is_set():
+            _os.write(w, b'{"stage": "noise"}\n')
+            _time.sleep(0.05)
+
+    class Proc:
+        pid = 2 ** 22 + 12345   # above Linux's pid_max: the pump's group kill finds no such process
+        started = False
+
+        def poll(self):  # the worker has exited; from now on something else writes to its pipe
+            if not self.started:
+                self.started = True
+                threading.Thread(target=chatter, daemon=True).start()
+            return 0
+
+        def wait(self, timeout=None):
+            return 0
+
+    cfg = SimpleNamespace(timeout_s=30.0, wall_limit_s=None, idle_timeout_s=30.0, gpu_wait_max_s=0.0)
+    t0 = _time.monotonic()
+    try:
+        got, killed = sandbox._pump(Proc(), r, cfg, None)
+    finally:
+        stop.set()
+        _time.sleep(0.1)
+        _os.close(w)
+    assert got is None and _time.monotonic() - t0 < 4.0   # (killed names the last stage it saw: " [during noise]")

@@ -90,6 +90,7 @@ ENV_DENY_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
 
 
 STARTUP_S = 120.0  # the idle limit's floor before the judge's first message
+DRAIN_S = 5.0      # after a worker's exit, how long the pump reads what it wrote just before
 
 
 WALL_LIMIT = "stopped at its wall limit"    # the reason of an evaluation cut by wall_limit_s
@@ -269,8 +270,10 @@ def _pump(proc, fd, cfg, on_progress):
                 # Exited. Its last lines (the result) may have reached the pipe after the select above
                 # timed out and before the poll: read what is left before giving up on it (a CPU
                 # verdict came back as "exited with code 0 before reporting" once in CI, 2026-12-07).
-                # A child that inherited the pipe can keep it open: bounded waits, not read-to-EOF.
-                while sel.select(timeout=0.5):
+                # A child that inherited the pipe can keep it open, or write to it: bounded waits and at
+                # most DRAIN_S in all, not read-to-EOF.
+                drain_end = time.monotonic() + DRAIN_S
+                while time.monotonic() < drain_end and sel.select(timeout=0.5):
                     chunk = os.read(fd, 1 << 16)
                     if not chunk:
                         break
