@@ -98,6 +98,7 @@ def _rows(res: EvalResult, impl: str, problem, suite: Suite, which: str | None =
             "peer_version": peer.get("version")}
     info = {s.id: s for s in problem.shapes.values()} | {s.id: s for s in problem.small_shapes.values()}
     rows = []
+    name = _HARNESS_NAME.get(which, which)  # this implementation as the harness's notes name it
     for s in res.shapes:
         if which == "reference":
             t, method = s.eager_us, (s.baseline_methods or {}).get("eager")
@@ -115,7 +116,6 @@ def _rows(res: EvalResult, impl: str, problem, suite: Suite, which: str | None =
         if which is not None and ok and t is None and str(res.device).startswith("cuda"):
             # A baseline the GPU run could not time (torch.compile failing on this reference):
             # a failed case of that implementation, with the harness's reason, not a silent gap.
-            name = {"reference": "eager"}.get(which, which)
             why = next((n.split(": ", 1)[1] for n in res.notes
                         if n.startswith(f"shape {s.id}: {name} not timed")), f"{name} not timed")
             ok = False
@@ -134,7 +134,7 @@ def _rows(res: EvalResult, impl: str, problem, suite: Suite, which: str | None =
             status, reason = s.peer_status or "error", s.peer_reason or "peer not checked"
         sp_peer = s.speedup_peer if which is None else (s.peer_us / t if s.peer_us and t else None)
         # the harness's word when this implementation's event timing carried its host path (timing.py)
-        mark = f"shape {s.id}: {_HARNESS_NAME.get(which, which)}: host-bound timing"
+        mark = f"shape {s.id}: {name}: host-bound timing"
         timing_note = next((n.split(": ", 2)[2] for n in res.notes if n.startswith(mark)), None)
         rows.append(dict(base, shape=s.id, label=s.label, shape_weight=shape.weight if shape else 1.0,
                          phase=(shape.info.get("phase") if shape else None),

@@ -138,12 +138,17 @@ def head_start_us() -> float:
 HOST_BOUND_SHARE = 0.25
 
 
+def host_median(host_us: list[float]) -> float:
+    """The host time a result reports for a call: the (upper) median of its event-timed samples'."""
+    return sorted(host_us)[len(host_us) // 2]
+
+
 def host_bound_note(host_us: list[float], head_start: float, median_us: float) -> str | None:
     """A result note when the call's host time (median over its event-timed samples) outran the head
     start by at least HOST_BOUND_SHARE of the timed median; None otherwise."""
     if not host_us or not median_us or median_us <= 0:
         return None
-    host = sorted(host_us)[len(host_us) // 2]
+    host = host_median(host_us)
     excess = host - head_start
     if excess < HOST_BOUND_SHARE * median_us:
         return None
