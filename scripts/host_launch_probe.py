@@ -99,8 +99,9 @@ def probe(fn, reps: int) -> dict:
 
 def table(rows: list[dict]) -> str:
     """The rows as a markdown table, with the GPU and repetitions they were measured with."""
+    extra = ", ".join(f"{k} {rows[0][k]}" for k in ("torch", "triton", "git_sha", "date") if rows and rows[0].get(k))
     head = (f"{rows[0]['op']} on {rows[0]['gpu']}: host launch time against GPU time (us, median of "
-            f"{rows[0]['reps']}; `scripts/host_launch_probe.py`)\n\n") if rows else ""
+            f"{rows[0]['reps']}; `scripts/host_launch_probe.py`" + (f"; {extra}" if extra else "") + ")\n\n") if rows else ""
     lines = ["| shape | impl | CPU load | host | events (harness head start) | GPU | graph | events / GPU |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -139,6 +140,13 @@ def main(argv: list[str] | None = None) -> int:
     from aka.peers import peer_class, peer_of
     from aka.problem import load_problem
 
+    import datetime
+
+    import triton
+
+    from aka.evaluate.api import git_sha
+    prov = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+            "git_sha": git_sha(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
     prob = load_problem(a.op)
     rt = ProblemRuntime(prob.worker_spec(), "cuda")
     rows = []
@@ -176,8 +184,7 @@ def main(argv: list[str] | None = None) -> int:
                     stop.set()
                     for p in procs:
                         p.join(5)
-                row = {"op": a.op, "shape": sid, "impl": name, "cpu_load": load, "reps": a.reps,
-                       "gpu": torch.cuda.get_device_name(), **r}
+                row = {"op": a.op, "shape": sid, "impl": name, "cpu_load": load, "reps": a.reps, **prov, **r}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
         del impls, inputs, ref
