@@ -640,7 +640,9 @@ def test_event_timed_samples_record_each_calls_host_time(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "Event", Event)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
-    monkeypatch.setattr(timing, "_head_start", lambda: None)
+    spins = []
+    monkeypatch.setattr(timing, "_head_start", lambda cycles=timing.HEAD_START_CYCLES: spins.append(cycles))
+    monkeypatch.setattr(timing, "head_start_us", lambda: 200.0)
 
     class Slow(timing.Impl):
         def __call__(self, inputs):
@@ -654,6 +656,14 @@ def test_event_timed_samples_record_each_calls_host_time(monkeypatch):
     t.sample(impl, 3)
     assert len(impl.host_us) == 3 and all(h >= 3500 for h in impl.host_us)
     assert len(impl.samples) == 3
+    # the first round ran behind the fixed spin and says so; its 4 ms host path sizes the next one's
+    assert spins == [timing.HEAD_START_CYCLES] * 3 and impl.head_us == [200.0] * 3
+    host = sorted(impl.host_us)[1]
+    assert impl.spin_cycles == timing.head_start_cycles(host) > 20 * timing.HEAD_START_CYCLES
+    sized = impl.spin_cycles
+    t.sample(impl, 2)
+    assert spins[3:] == [sized] * 2 and impl.head_us[3:] == [pytest.approx(1.5 * host + 50, rel=0.01)] * 2
+    assert impl.spin_cycles >= sized   # raised again only if this round's host got slower
 
     class Graph:
         def replay(self):
@@ -662,6 +672,56 @@ def test_event_timed_samples_record_each_calls_host_time(monkeypatch):
     graphed.graph, graphed.graph_calls = Graph(), 4
     t.sample(graphed, 2)
     assert graphed.host_us == [] and len(graphed.samples) == 2
+
+
+def test_the_head_start_is_sized_to_the_calls_host_path_and_unchanged_inside_the_fixed_one(monkeypatch):
+    """head_start_cycles: the fixed spin (cycle for cycle, so such calls' figures are what they were)
+    while 1.5x the host path + 50 us fits in it; above, that many microseconds of spin, up to 10 ms."""
+    from aka.evaluate import timing
+    monkeypatch.setattr(timing, "head_start_us", lambda: 200.0)
+    fixed = timing.HEAD_START_CYCLES
+    assert timing.head_start_cycles(None) == timing.head_start_cycles(float("nan")) == fixed
+    assert timing.head_start_cycles(10.0) == timing.head_start_cycles(100.0) == fixed   # 200 us covers 200
+    assert timing.head_start_cycles(1000.0) == fixed * 1550 // 200                     # 1.55 ms of spin
+    assert timing.head_start_cycles(1e6) == fixed * 50                                 # capped at 10 ms
+    assert timing.spin_us(timing.head_start_cycles(1000.0)) == pytest.approx(1550.0)
+
+
+def test_prepare_sizes_the_spin_of_a_call_whose_host_path_outruns_the_head_start(monkeypatch):
+    """A one-set (event-timed) call taking 3 ms on the host: prepare measures its host path beside
+    its estimate, gives it a spin that covers the path, and re-estimates behind that spin (the
+    first estimate was the host's); a call inside the head start keeps the fixed spin."""
+    import time as _time
+
+    import torch
+
+    from aka.evaluate import timing
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    monkeypatch.setattr(timing, "head_start_us", lambda: 200.0)
+    seen = []
+
+    def event_time(fn, n, head_start=True, cycles=timing.HEAD_START_CYCLES):
+        fn()
+        seen.append(cycles)
+        # a host-bound call measured behind too short a spin reads its host time; behind one that covers it, 40 us
+        return 40.0 if timing.spin_us(cycles) > 3000 else 3000.0
+    monkeypatch.setattr(timing, "_event_time_us", event_time)
+
+    class SlowHost(timing.Impl):
+        def __call__(self, inputs):
+            _time.sleep(0.003)
+            return inputs["x"]
+
+    t = timing.ShapeTimer.__new__(timing.ShapeTimer)
+    t.sets, t.graphed = [{"x": torch.ones(8)}], False
+    slow, fast = SlowHost("slow", None), timing.Impl("fast", lambda x: x)
+    slow.warmed = fast.warmed = True
+    t.prepare(slow)
+    assert slow.method == "cuda_events" and slow.spin_cycles > 20 * timing.HEAD_START_CYCLES
+    assert slow.estimate_us == 40.0 and seen[3:6] == [slow.spin_cycles] * 3
+    seen.clear()
+    t.prepare(fast)
+    assert fast.spin_cycles == timing.HEAD_START_CYCLES and seen[:3] == [timing.HEAD_START_CYCLES] * 3
 
 
 def test_host_bound_note_only_where_the_hosts_excess_over_the_head_start_is_a_real_share():
@@ -674,6 +734,9 @@ def test_host_bound_note_only_where_the_hosts_excess_over_the_head_start_is_a_re
     assert host_bound_note([300.0] * 5, 200.0, 448.0) is None          # 100 us over, 22% of 448
     assert host_bound_note([200.0 + HOST_BOUND_SHARE * 448.0 + 1] * 5, 200.0, 448.0) is not None
     assert host_bound_note([], 200.0, 448.0) is None and host_bound_note([900.0], 200.0, 0.0) is None
+    # one head start per sample (the spin grew after the first round): the excess sample by sample
+    assert host_bound_note([2700.0] * 5, [200.0, 200.0, 4100.0, 4100.0, 4100.0], 450.0) is None
+    assert host_bound_note([2700.0] * 3, [200.0, 200.0, 4100.0], 450.0) is not None
 
 
 def test_a_runners_host_times_are_taken_only_as_a_list_of_finite_numbers():

@@ -73,9 +73,9 @@ def timing_handlers(state: dict, sync) -> dict:
 
     def op_sample(msg, fds):
         timer, impl, _ = state["timer"]
-        impl.samples, impl.host_us = [], []
+        impl.samples, impl.host_us, impl.head_us = [], [], []
         timer.sample(impl, int(msg["n"]))
-        return {"ok": True, "samples": impl.samples, "host_us": impl.host_us}
+        return {"ok": True, "samples": impl.samples, "host_us": impl.host_us, "head_us": impl.head_us}
 
     def op_checked_open(msg, fds):
         """The checked call's output buffers (set i -> outputs[i]), opened before the judge writes the

@@ -213,8 +213,10 @@ def time_shapes(judge, shapes) -> None:
             if impl.note and impl.samples:
                 judge.res.notes.append(f"shape {shape.id}: {impl.name}: {impl.note}")
             if impl.samples and impl.method == "cuda_events" and impl.host_us:
-                hb = host_bound_note(impl.host_us, head_start_us(), res[impl.name]["median_us"])
+                hb = host_bound_note(impl.host_us, impl.head_us or head_start_us(), res[impl.name]["median_us"])
                 res[impl.name]["host_us"] = host_median(impl.host_us)
+                if impl.head_us and max(impl.head_us) > 1.01 * head_start_us():
+                    res[impl.name]["head_start_us"] = max(impl.head_us)  # a spin sized to its host path
                 if hb:
                     judge.res.notes.append(f"shape {shape.id}: {impl.name}: {hb}")
         c = res.get("candidate")

@@ -11,8 +11,10 @@ its inputs:
     over every set would run past GRAPH_MAX_US is graphed over fewer sets, where a warm L2 can
     be worth under 1% of it (`graph_sets`).
   * cuda_events (inputs of 3x the L2 or more: one set, a call moving >= ~150 MB on an H200, tens
-    of us at least): every sample is one call between two CUDA events, after a head start on the
-    GPU and a write over a buffer of 2x the L2, so the inputs come from HBM, as in a serving step.
+    of us at least): every sample is one call between two CUDA events, after a read over a buffer
+    of 2x the L2, so the inputs come from HBM, as in a serving step, and a head start on the GPU (a
+    spin, ~200 us, longer for a call whose host path needs it: head_start_cycles) so the call's
+    launches are all enqueued before the start event fires.
 An implementation that cannot be captured (a reference that syncs with the host) is timed with
 events and the result says so. Until v4 the method was chosen per implementation from a warm-up
 estimate, which a busy host could push over the threshold: on the H200, 102 of 166 short
@@ -45,6 +47,11 @@ EAGER_CALLS = 32  # calls per repetition of the un-graphed per-call measurement 
 # control values (integer tensors) and timed rounds refresh only floating-point values, so a
 # value-dependent reference compiles once and never inside a timed round. v4: the method is the
 # shape's, not each implementation's (see the top of this file).
+# Not a new version: the head start sized to a call's host path (2026-12-07) times every call whose
+# host path is under ~100 us (1.5x it + 50 us inside the fixed spin) cycle for cycle as before; one
+# between that and the fixed spin gets a longer spin where the GPU was already never waiting, so the
+# same figure; only a call that outran the fixed spin measures differently: its earlier figure was
+# partly the host's (from 2026-12-07 such records carry the `host-bound timing` note).
 BASELINE_METHOD = "v4"
 BEAT_S = 5.0  # progress heartbeat while compiling (the sandbox's idle watchdog waits 180 s)
 
@@ -79,6 +86,8 @@ class Impl:
         self.method = None
         self.samples: list[float] = []
         self.host_us: list[float] = []  # event-timed samples: each call's host time (host_bound_note)
+        self.spin_cycles = HEAD_START_CYCLES  # the head start before each event-timed sample (head_start_cycles)
+        self.head_us: list[float] = []  # event-timed samples: the head start each had, us (beside host_us)
         self.eager_call_us = None
         self.graph = None
         self.graph_calls = 1
@@ -111,10 +120,17 @@ class RemoteImpl(Impl):
 # start event fires: without it an idle GPU waits for Python's launch (measured on the H200 here:
 # a 3 us RMSNorm timed at 36 us, the host's launch rate). ~200 us at 1.98 GHz: room for ~5 launches.
 HEAD_START_CYCLES = 400_000
+# A call whose host path outruns that spin gets a longer one, sized to its measured host path
+# (head_start_cycles): HOST_COVER times it plus HOST_SLACK_US, so a busier host in a later round
+# still finds the GPU spinning; at most MAX_HEAD_START_US, past which the result says the timing is
+# host-bound. A call inside the fixed spin keeps it, cycle for cycle: its figures are what they were.
+HOST_COVER = 1.5
+HOST_SLACK_US = 50.0
+MAX_HEAD_START_US = 10_000.0
 
 
-def _head_start() -> None:
-    torch.cuda._sleep(HEAD_START_CYCLES)
+def _head_start(cycles: int = HEAD_START_CYCLES) -> None:
+    torch.cuda._sleep(int(cycles))
 
 
 _HEAD_START_US: list[float] = []
@@ -128,13 +144,36 @@ def head_start_us() -> float:
     return _HEAD_START_US[0]
 
 
+def head_start_cycles(host_us: float | None) -> int:
+    """The spin before each event-timed sample of a call whose host path takes `host_us`: the fixed
+    HEAD_START_CYCLES while HOST_COVER x host_us + HOST_SLACK_US fits in it, else that many
+    microseconds of spin (at most MAX_HEAD_START_US)."""
+    if not host_us or not math.isfinite(host_us):
+        return HEAD_START_CYCLES
+    need = min(HOST_COVER * host_us + HOST_SLACK_US, MAX_HEAD_START_US)
+    if need <= HEAD_START_CYCLES / 4000.0:  # inside the fixed spin at any clock up to 4 GHz: no need to ask
+        return HEAD_START_CYCLES
+    base = head_start_us()
+    if need <= base or base <= 0:
+        return HEAD_START_CYCLES
+    return int(math.ceil(HEAD_START_CYCLES * need / base))
+
+
+def spin_us(cycles: int) -> float:
+    """A spin of `cycles` in microseconds on this GPU (head_start_us scaled)."""
+    return head_start_us() * cycles / HEAD_START_CYCLES
+
+
 # An event-timed sample measures the GPU only while the host keeps ahead of it: the head start gives
 # the host that many microseconds to enqueue the call's launches. A call whose host path takes longer
 # (Python set-up, descriptors, many launches, a busy CPU) leaves the GPU waiting on the host, and the
-# sample grows by up to the excess. The figure is then partly the host's, which serving without CUDA
-# graphs pays too, but which a GPU-side change cannot move; the result says so. On an H100 host
-# (results/h100/device-2026-12-07f, scripts/host_launch_probe.py) fused_moe's grouped-GEMM kernel spent
-# 0.8-1.6 ms a call on the host and its torch._grouped_mm peer 1.35-2.4 ms, against a 214 us head start.
+# sample grows by up to the excess. On an H100 host (results/h100/device-2026-12-07f,
+# scripts/host_launch_probe.py) fused_moe's grouped-GEMM kernel spent 0.8-1.6 ms a call on the host and
+# its torch._grouped_mm peer 1.35-2.4 ms, against a 214 us head start: events then read 1.08-1.86x the
+# GPU time. So a call's spin is sized to its host path (head_start_cycles: measured in prepare, raised
+# after any round whose host times outgrew it). Where even MAX_HEAD_START_US cannot cover it, or a call
+# syncs with the host mid-way, the figure is partly the host's, which serving without CUDA graphs pays
+# too but a GPU-side change cannot move; the result says so.
 HOST_BOUND_SHARE = 0.25
 
 
@@ -143,18 +182,23 @@ def host_median(host_us: list[float]) -> float:
     return sorted(host_us)[len(host_us) // 2]
 
 
-def host_bound_note(host_us: list[float], head_start: float, median_us: float) -> str | None:
-    """A result note when the call's host time (median over its event-timed samples) outran the head
-    start by at least HOST_BOUND_SHARE of the timed median; None otherwise."""
+def host_bound_note(host_us: list[float], head_start, median_us: float) -> str | None:
+    """A result note when the call's host time outran its head start (one figure, or one per sample
+    where the spin grew between rounds) by at least HOST_BOUND_SHARE of the timed median, over the
+    median sample; None otherwise."""
     if not host_us or not median_us or median_us <= 0:
         return None
-    host = host_median(host_us)
-    excess = host - head_start
+    heads = list(head_start) if isinstance(head_start, (list, tuple)) else [float(head_start)] * len(host_us)
+    if len(heads) != len(host_us):
+        heads = [max(heads, default=0.0)] * len(host_us)
+    host, head = host_median(host_us), host_median(heads)
+    excess = host_median([h - s for h, s in zip(host_us, heads)])
     if excess < HOST_BOUND_SHARE * median_us:
         return None
     return (f"host-bound timing: a call took {host:.0f} us on the host, {excess:.0f} us more than the "
-            f"{head_start:.0f} us GPU head start before each timed call, against {median_us:.0f} us measured; "
-            "the GPU waited on the host for up to that excess (a busy CPU moves it too)")
+            f"{head:.0f} us GPU head start before each timed call, against {median_us:.0f} us measured; "
+            "the GPU waited on the host for up to that excess (a call that syncs with the host, or a host "
+            f"path over {MAX_HEAD_START_US / 1000:.0f} ms, which no head start here covers)")
 
 
 def _numbers(xs) -> list[float]:
@@ -164,10 +208,10 @@ def _numbers(xs) -> list[float]:
     return [float(x) for x in xs if math.isfinite(x)]
 
 
-def _event_time_us(fn, n: int, head_start: bool = True) -> float:
+def _event_time_us(fn, n: int, head_start: bool = True, cycles: int = HEAD_START_CYCLES) -> float:
     s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     if head_start:
-        _head_start()
+        _head_start(cycles)
     s.record()
     for _ in range(n):
         fn()
@@ -293,7 +337,19 @@ class ShapeTimer:
         # head start measured the host instead whenever a call's launch path (torch.compile's
         # guards and wrapper, slower still with other workers on the CPU) outran the head start:
         # decode-sized compiled calls then "took" ms and were timed with too few samples.
-        est = sorted(_event_time_us(lambda: impl(self.sets[0]), 1) for _ in range(3))[1]
+        host = []
+
+        def one():
+            t0 = time.perf_counter()
+            impl(self.sets[0])
+            host.append((time.perf_counter() - t0) * 1e6)
+        est = sorted(_event_time_us(one, 1) for _ in range(3))[1]
+        cycles = head_start_cycles(host_median(host) if host else None)
+        if cycles > HEAD_START_CYCLES:
+            # the host path outran the head start, so `est` was partly the host's: a head start
+            # that covers it, for this estimate and for the call's event-timed samples
+            impl.spin_cycles = cycles
+            est = sorted(_event_time_us(lambda: impl(self.sets[0]), 1, cycles=cycles) for _ in range(3))[1]
         # Serving without graphs pays the host's launch cost: no head start here, on purpose. At
         # most EAGER_CALLS calls over the rotating sets: a host-bound reference (a Python loop over
         # 256 sequences, say 25 ms a call) over all of up to 256 sets, three times, would hold the
@@ -348,7 +404,9 @@ class ShapeTimer:
         if isinstance(impl, RemoteImpl):
             r = impl.ask("time_sample", n=int(n))
             impl.samples += [float(x) for x in (r.get("samples") or [])][:int(n)]
-            impl.host_us += _numbers(r.get("host_us"))[:int(n)]  # the runner's claim: it feeds a note only
+            host, head = _numbers(r.get("host_us"))[:int(n)], _numbers(r.get("head_us"))[:int(n)]
+            impl.host_us += host  # the runner's claims: they feed a note only
+            impl.head_us += head if len(head) == len(host) else [head_start_us()] * len(host)
             return
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
@@ -361,15 +419,20 @@ class ShapeTimer:
                     ends[i].record()
             else:
                 k = len(self.sets)
+                host = []
                 for i in range(n):
                     self.flush()
-                    _head_start()
+                    _head_start(impl.spin_cycles)
                     starts[i].record()
                     t0 = time.perf_counter()
                     out = impl(self.sets[i % k])
-                    impl.host_us.append((time.perf_counter() - t0) * 1e6)
+                    host.append((time.perf_counter() - t0) * 1e6)
                     ends[i].record()
                 impl.last_out = ((n - 1) % k, out)
+                impl.host_us += host
+                impl.head_us += [spin_us(impl.spin_cycles)] * n
+                # a host that got slower than prepare saw (a busy CPU): the next round's spin covers it
+                impl.spin_cycles = max(impl.spin_cycles, head_start_cycles(host_median(host)))
         torch.cuda.synchronize()
         per = impl.graph_calls if impl.graph is not None else 1
         impl.samples += [s.elapsed_time(e) * 1000.0 / per for s, e in zip(starts, ends)]

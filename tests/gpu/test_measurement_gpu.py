@@ -173,30 +173,40 @@ def test_parallel_evaluations_measure_what_one_alone_measures(record):
     assert sum(w > 0 for w in waits) >= 1, f"no evaluation ever waited for the GPU: {waits}"
 
 
-def test_a_host_bound_call_is_said_to_be_and_a_gpu_bound_one_is_not(record):
+def test_a_host_bound_call_is_timed_behind_a_spin_that_covers_it_and_one_past_the_cap_is_said_to_be(record):
     """One input set over 3x the L2 (events). A call that sleeps 2 ms on the host before a short
-    copy outruns the ~200 us head start: its samples grow by the excess and host_bound_note names it;
-    the same copy without the sleep keeps inside the head start and gets no note."""
+    copy outran the fixed ~200 us head start (until 2026-12-07 it was timed at 1854 us, the copy's
+    103 us plus the host's excess, on an H100): prepare now sizes its spin to its host path, so it
+    is timed at the copy's GPU time, with no note. A call sleeping 12 ms, past the 10 ms cap, is
+    still host-bound and its result says so; the plain copy keeps the fixed spin and gets no note."""
     import time as _time
 
     from aka.evaluate.stats import median_ci
-    from aka.evaluate.timing import Impl, ShapeTimer, head_start_us, host_bound_note
+    from aka.evaluate.timing import HEAD_START_CYCLES, Impl, ShapeTimer, head_start_us, host_bound_note
 
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     n = (3 * l2) // 2 + 1024
     sets = [{"x": torch.randn(n, device="cuda", dtype=torch.bfloat16)}]
 
     class SlowHost(Impl):
+        def __init__(self, name, sleep_s):
+            super().__init__(name, None)
+            self.sleep_s = sleep_s
+
         def __call__(self, inputs):
-            _time.sleep(0.002)
+            _time.sleep(self.sleep_s)
             return inputs["x"] * 2
 
-    slow, fast = SlowHost("slow", None), Impl("fast", lambda x: x * 2)
-    ShapeTimer([slow, fast], sets, l2).run()
+    slow, past, fast = SlowHost("slow", 0.002), SlowHost("past_cap", 0.012), Impl("fast", lambda x: x * 2)
+    ShapeTimer([slow, past, fast], sets, l2).run()
     hs = head_start_us()
-    ms, mf = median_ci(slow.samples)[0], median_ci(fast.samples)[0]
-    ns, nf = host_bound_note(slow.host_us, hs, ms), host_bound_note(fast.host_us, hs, mf)
-    record("host_bound", head_start_us=hs, slow_us=ms, fast_us=mf, slow_host_us=sorted(slow.host_us)[len(slow.host_us) // 2],
-           fast_host_us=sorted(fast.host_us)[len(fast.host_us) // 2], slow_note=ns, fast_note=nf)
-    assert slow.method == fast.method == "cuda_events"
-    assert ms > 1500 > mf and ns and "host-bound timing" in ns and nf is None
+    med = {i.name: median_ci(i.samples)[0] for i in (slow, past, fast)}
+    notes = {i.name: host_bound_note(i.host_us, i.head_us, med[i.name]) for i in (slow, past, fast)}
+    record("host_bound_sized", head_start_us=hs, **{f"{k}_us": v for k, v in med.items()},
+           **{f"{i.name}_host_us": sorted(i.host_us)[len(i.host_us) // 2] for i in (slow, past, fast)},
+           **{f"{i.name}_spin_us": max(i.head_us) for i in (slow, past, fast)}, notes=notes)
+    assert slow.method == past.method == fast.method == "cuda_events"
+    assert fast.spin_cycles == HEAD_START_CYCLES and notes["fast"] is None
+    assert max(slow.head_us) > 2000 and notes["slow"] is None
+    assert med["slow"] < 1.3 * med["fast"] + 20          # the copy's GPU time, not the host's 2 ms
+    assert med["past_cap"] > 1500 and notes["past_cap"] and "host-bound timing" in notes["past_cap"]
