@@ -38,6 +38,8 @@ class ShapeResult:
     time_ci_us: list[float] | None = None
     eager_call_us: float | None = None  # un-graphed per-call time (launch overhead included)
     timing_method: str | None = None    # "cuda_graph" or "cuda_events"
+    host_us: float | None = None        # cuda_events: a call's host time (median; the runner's report)
+    head_start_us: float | None = None  # cuda_events: the GPU spin before each sample (sized to host_us)
     eager_us: float | None = None       # PyTorch eager reference
     compile_us: float | None = None     # torch.compile(reference)
     compile_ci_us: list[float] | None = None  # its median's 95% CI, as time_ci_us is the candidate's

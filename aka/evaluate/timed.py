@@ -215,14 +215,14 @@ def time_shapes(judge, shapes) -> None:
             if impl.samples and impl.method == "cuda_events" and impl.host_us:
                 hb = host_bound_note(impl.host_us, impl.head_us or head_start_us(), res[impl.name]["median_us"])
                 res[impl.name]["host_us"] = host_median(impl.host_us)
-                if impl.head_us and max(impl.head_us) > 1.01 * head_start_us():
-                    res[impl.name]["head_start_us"] = max(impl.head_us)  # a spin sized to its host path
+                res[impl.name]["head_start_us"] = max(impl.head_us or [head_start_us()])
                 if hb:
                     judge.res.notes.append(f"shape {shape.id}: {impl.name}: {hb}")
         c = res.get("candidate")
         if c:
             sr.time_us, sr.time_ci_us = c["median_us"], c["ci_us"]
             sr.timing_method, sr.eager_call_us = c["method"], c["eager_call_us"]
+            sr.host_us, sr.head_start_us = c.get("host_us"), c.get("head_start_us")
         base = cached or {k: v for k, v in res.items() if k in ("eager", "compile")}
         if cached is None and cache_path and base:
             cache_path.parent.mkdir(parents=True, exist_ok=True)

@@ -104,9 +104,13 @@ def test_known_answer_copy_iou(record):
     assert res.status == "pass", res.reason
     for s in res.shapes:
         record("known_copy", shape=s.id, time_us=s.time_us, iou=s.iou, sol_fraction=s.sol_fraction,
-               method=s.timing_method)
+               method=s.timing_method, host_us=s.host_us, head_start_us=s.head_start_us)
     large = next(s for s in res.shapes if s.id == "large")
     assert 0.8 <= large.iou <= 1.0, large.iou
+    # one event-timed shape (512 MB): the result says how long a call took on the host and what spin it ran behind
+    assert large.timing_method == "cuda_events" and large.host_us > 0 and large.head_start_us >= 100
+    medium = next(s for s in res.shapes if s.id == "medium")
+    assert medium.timing_method != "cuda_events" or medium.host_us is not None
 
 
 def test_known_answer_slow_kernel(record):
