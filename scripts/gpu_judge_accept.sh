@@ -66,7 +66,8 @@ if (( H )); then
     "tests/gpu/test_measurement_gpu.py::test_a_slow_call_is_graphed_over_few_sets_and_measures_what_events_measure" \
     "tests/gpu/test_measurement_gpu.py::test_parallel_evaluations_measure_what_one_alone_measures" \
     "tests/gpu/test_measurement_gpu.py::test_a_host_bound_call_is_timed_behind_a_spin_that_covers_it_and_one_past_the_cap_is_said_to_be" \
-    "tests/gpu/test_measurement_gpu.py::test_known_answer_copy_iou"
+    "tests/gpu/test_measurement_gpu.py::test_known_answer_copy_iou" \
+    "tests/gpu/test_measurement_gpu.py::test_an_honest_host_bound_candidate_is_timed_on_the_gpu_and_passes_the_judges_clock"
   TP=${AKA_T_PAR:-$(( 555 - ($(date +%s) - T0) ))}
   XD=(); python3 -c "import xdist" 2>/dev/null && XD=(-n "${AKA_PYTEST_N:-4}")
   read -ra PT <<< "${AKA_PAR_TESTS-tests/gpu/test_judge_gpu.py tests/test_adversarial.py}"

@@ -690,7 +690,9 @@ def test_the_head_start_is_sized_to_the_calls_host_path_and_unchanged_inside_the
 def test_prepare_sizes_the_spin_of_a_call_whose_host_path_outruns_the_head_start(monkeypatch):
     """A one-set (event-timed) call taking 3 ms on the host: prepare measures its host path beside
     its estimate, gives it a spin that covers the path, and re-estimates behind that spin (the
-    first estimate was the host's); a call inside the head start keeps the fixed spin."""
+    first estimate was the host's). Not for a call that syncs with the host; the candidate only
+    with a one-call graph for the judge's checked call (its clock sees an eager call's host path),
+    and not where that capture fails. A call inside the head start keeps the fixed spin."""
     import time as _time
 
     import torch
@@ -698,6 +700,7 @@ def test_prepare_sizes_the_spin_of_a_call_whose_host_path_outruns_the_head_start
     from aka.evaluate import timing
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
     monkeypatch.setattr(timing, "head_start_us", lambda: 200.0)
+    monkeypatch.setattr(timing, "_syncs_with_host", lambda impl, inputs: impl.name == "syncs")
     seen = []
 
     def event_time(fn, n, head_start=True, cycles=timing.HEAD_START_CYCLES):
@@ -707,6 +710,12 @@ def test_prepare_sizes_the_spin_of_a_call_whose_host_path_outruns_the_head_start
         return 40.0 if timing.spin_us(cycles) > 3000 else 3000.0
     monkeypatch.setattr(timing, "_event_time_us", event_time)
 
+    def capture(self, impl, m=None):
+        if impl.name == "uncapturable":
+            raise RuntimeError("operation not permitted when stream is capturing")
+        impl.graph, impl.graph_calls, impl.graph_outs = f"graph of {impl.name}", m, [f"out of {impl.name}"]
+    monkeypatch.setattr(timing.ShapeTimer, "_capture", capture)
+
     class SlowHost(timing.Impl):
         def __call__(self, inputs):
             _time.sleep(0.003)
@@ -715,13 +724,24 @@ def test_prepare_sizes_the_spin_of_a_call_whose_host_path_outruns_the_head_start
     t = timing.ShapeTimer.__new__(timing.ShapeTimer)
     t.sets, t.graphed = [{"x": torch.ones(8)}], False
     slow, fast = SlowHost("slow", None), timing.Impl("fast", lambda x: x)
-    slow.warmed = fast.warmed = True
-    t.prepare(slow)
+    syncs, cand, uncap = SlowHost("syncs", None), SlowHost("candidate", None), SlowHost("uncapturable", None)
+    cand.check_graph_wanted = uncap.check_graph_wanted = True
+    for impl in (slow, fast, syncs, cand, uncap):
+        impl.warmed = True
+    t.prepare(slow)   # a trusted baseline that does not sync: no graph needed
     assert slow.method == "cuda_events" and slow.spin_cycles > 20 * timing.HEAD_START_CYCLES
-    assert slow.estimate_us == 40.0 and seen[3:6] == [slow.spin_cycles] * 3
+    assert slow.estimate_us == 40.0 and seen[3:6] == [slow.spin_cycles] * 3 and slow.check_graph is None
     seen.clear()
     t.prepare(fast)
     assert fast.spin_cycles == timing.HEAD_START_CYCLES and seen[:3] == [timing.HEAD_START_CYCLES] * 3
+    t.prepare(syncs)
+    assert syncs.spin_cycles == timing.HEAD_START_CYCLES and syncs.estimate_us == 3000.0
+    t.prepare(cand)   # captured for the checked call; its samples stay eager (no timing graph)
+    assert cand.spin_cycles > 20 * timing.HEAD_START_CYCLES and cand.estimate_us == 40.0
+    assert cand.check_graph == "graph of candidate" and cand.check_outs == ["out of candidate"]
+    assert cand.graph is None and cand.graph_calls == 1 and cand.graph_outs is None and cand.method == "cuda_events"
+    t.prepare(uncap)
+    assert uncap.spin_cycles == timing.HEAD_START_CYCLES and uncap.check_graph is None and uncap.graph is None
 
 
 def test_host_bound_note_only_where_the_hosts_excess_over_the_head_start_is_a_real_share():

@@ -256,6 +256,45 @@ def test_checked_call_opens_buffers_first_and_computes_on_inputs_written_after()
     assert "checked" not in state
 
 
+def test_an_event_timed_candidate_with_a_grown_spin_is_checked_by_replaying_its_one_call_graph():
+    """A one-set candidate whose head start grew to cover its host path (timing.ShapeTimer._may_extend)
+    has a graph of one call for the checked call: the runner replays it, so the judge's clock sees
+    GPU work and not the host path its samples left out, and copies the graph's output into the
+    judge's buffer; no eager call is made."""
+    import os as _os
+    from types import SimpleNamespace
+
+    import torch
+
+    from aka.evaluate.channel import Arena
+    from aka.evaluate.runner_timing import timing_handlers
+
+    class Never(torch.nn.Module):
+        def forward(self, x):
+            raise AssertionError("the checked call must replay the graph, not call the module")
+
+    sets = [{"x": torch.full((5,), 1.0)}]
+    out = torch.zeros(5)
+
+    class Graph:
+        replays = 0
+
+        def replay(self):
+            Graph.replays += 1
+            out.copy_(sets[0]["x"] * 2)   # what the captured call computes, from the inputs' addresses
+    impl = SimpleNamespace(graph=None, graph_outs=None, check_graph=Graph(), check_outs=[out])
+    state = {"cand": Never(), "timer": (SimpleNamespace(sets=sets), impl, [])}
+    h = timing_handlers(state, sync=lambda: None)
+    arena = Arena("cpu")
+    buf, desc = arena.empty((5,), torch.float32)
+    buf.fill_(float("nan"))
+    h["time_checked_open"]({"outputs": [{"0": desc}]}, [_os.dup(fd) for fd in arena.fds])
+    sets[0]["x"].fill_(21.0)   # the judge's fresh values
+    assert h["time_checked"]({}, [])["ok"] and Graph.replays == 1
+    assert torch.equal(buf, torch.full((5,), 42.0))
+    h["time_end"]({}, [])
+
+
 def test_on_a_gpu_the_judge_finishes_its_writes_before_every_runner_request(monkeypatch):
     """The runner's stream only waits for judge work queued before a block was exported (torch's
     IPC event), and Arena.empty exports at allocation, before the judge's copies and poison fills.

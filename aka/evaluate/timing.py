@@ -88,9 +88,15 @@ class Impl:
         self.host_us: list[float] = []  # event-timed samples: each call's host time (host_bound_note)
         self.spin_cycles = HEAD_START_CYCLES  # the head start before each event-timed sample (head_start_cycles)
         self.head_us: list[float] = []  # event-timed samples: the head start each had, us (beside host_us)
+        # The candidate in its runner: its spin may grow only with a graph of one call for the judge's
+        # checked call (ShapeTimer._may_extend), whose clock must see GPU time, not host time.
+        self.check_graph_wanted = False
+        self.check_graph = None
+        self.check_outs = None
         self.eager_call_us = None
         self.graph = None
         self.graph_calls = 1
+        self.graph_outs = None
         self.error = None
         self.note = None  # said in the result, not an error (e.g. timed with events: not capturable)
         self.last_out = None  # (input-set index, output) of a call made inside the timed region
@@ -345,7 +351,7 @@ class ShapeTimer:
             host.append((time.perf_counter() - t0) * 1e6)
         est = sorted(_event_time_us(one, 1) for _ in range(3))[1]
         cycles = head_start_cycles(host_median(host) if host else None)
-        if cycles > HEAD_START_CYCLES:
+        if cycles > HEAD_START_CYCLES and not self.graphed and self._may_extend(impl):
             # the host path outran the head start, so `est` was partly the host's: a head start
             # that covers it, for this estimate and for the call's event-timed samples
             impl.spin_cycles = cycles
@@ -376,6 +382,31 @@ class ShapeTimer:
                 impl.method, impl.graph = "cuda_events", None
                 impl.note = f"timed with CUDA events: graph capture failed ({type(e).__name__}: {str(e)[:120]})"
                 torch.cuda.synchronize()
+
+    def _may_extend(self, impl: Impl) -> bool:
+        """Whether an event-timed call's spin may grow past the fixed head start. Not for a call that
+        syncs with the host (a spin cannot keep the GPU ahead of it). For the candidate, only with a
+        CUDA graph of one call on the set, which the judge's checked call replays: the judge's clock
+        (check_timed_output) sees the host path of an eager call, so once the candidate's samples
+        no longer carry it, an honest call whose host path is over 1.5x its GPU time would fail that
+        check, and a bound that allowed for host time would let a forger hide GPU time in it. A
+        candidate that cannot be captured keeps the fixed spin (and the note where it outruns it)."""
+        try:
+            if _syncs_with_host(impl, self.sets[0]):
+                return False
+            if not impl.check_graph_wanted:
+                return True
+            kept = impl.graph, impl.graph_calls, impl.graph_outs, impl.last_out
+            try:
+                self._capture(impl, 1)
+                impl.check_graph, impl.check_outs = impl.graph, impl.graph_outs
+            finally:
+                impl.graph, impl.graph_calls, impl.graph_outs, impl.last_out = kept
+            return True
+        except Exception:  # noqa: BLE001 - not capturable (or a sync the debug mode names otherwise): fixed spin
+            impl.check_graph = impl.check_outs = None
+            torch.cuda.synchronize()
+            return False
 
     def _capture(self, impl: Impl, m: int | None = None) -> None:
         """A graph of `m` back-to-back calls, on the first m input sets (all by default)."""

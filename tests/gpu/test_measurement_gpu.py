@@ -113,6 +113,24 @@ def test_known_answer_copy_iou(record):
     assert medium.timing_method != "cuda_events" or medium.host_us is not None
 
 
+def test_an_honest_host_bound_candidate_is_timed_on_the_gpu_and_passes_the_judges_clock(record):
+    """copy_chunked: copy.py's work in 200 launches, a host path of milliseconds on the 1 GB (one-set,
+    event-timed) shape. Through judge and runner it passes: the runner's samples ran behind a spin
+    sized to the host path, and the judge's clock checked them on a replay of a one-call graph (an
+    eager checked call would carry the host path the samples left out, and fail the clock). Its time
+    is near copy.py's, not its host path, and no host-bound note is given."""
+    plain = _eval(problem("copy"), kernel("copy"), "large", baselines=False)
+    chunked = _eval(problem("copy"), kernel("copy_chunked"), "large", baselines=False)
+    p, c = plain.shapes[0], chunked.shapes[0]
+    record("host_bound_candidate", status=chunked.status, reason=chunked.reason[:300], plain_us=p.time_us,
+           chunked_us=c.time_us, host_us=c.host_us, head_start_us=c.head_start_us, method=c.timing_method,
+           notes=[n for n in chunked.notes if "host" in n], plain_host_us=p.host_us)
+    assert plain.status == "pass" and chunked.status == "pass", (plain.reason, chunked.reason)
+    assert c.timing_method == "cuda_events" and c.host_us > 1000 and c.head_start_us > c.host_us
+    assert c.time_us < 1.3 * p.time_us + 30 < c.host_us
+    assert not any("host-bound timing" in n for n in chunked.notes)
+
+
 def test_known_answer_slow_kernel(record):
     res = _eval(problem("copy"), kernel("copy_slow"), "slow", baselines=False)
     assert res.status == "pass", res.reason
