@@ -32,8 +32,8 @@ from aka.evaluate.loader import call
 from aka.evaluate.peers import peer_impl
 from aka.evaluate.result import StageFailure
 from aka.evaluate.stats import median_ci
-from aka.evaluate.timing import (BASELINE_METHOD, ROUNDS, Impl, RemoteImpl, ShapeTimer, head_start_us,
-                                 host_bound_note, host_median, make_input_sets, refreshed_keys)
+from aka.evaluate.timing import (BASELINE_METHOD, HEAD_START_RULE, ROUNDS, Impl, RemoteImpl, ShapeTimer,
+                                 head_start_us, host_bound_note, host_median, make_input_sets, refreshed_keys)
 
 CLAIM_SLACK = 1.5         # the judge's clock may exceed the claimed work by this factor...
 FIXED_SLACK_US = 300.0    # ...plus this and two message round trips
@@ -45,9 +45,11 @@ def _baseline_cache_path(judge, shape) -> Path | None:
     if not root:
         return None
     env = judge.res.env
-    # BASELINE_METHOD names how baselines are made: a change of it re-measures them all.
-    key = json.dumps([BASELINE_METHOD, judge.spec.problem.get("source_hash"), shape.init_kwargs, shape.input_kwargs,
-                      env.get("gpu"), env.get("torch"), env.get("triton")], sort_keys=True, default=str)
+    # BASELINE_METHOD names how baselines are made: a change of it re-measures them all. HEAD_START_RULE
+    # too: a baseline cached when its event-timed samples could carry host time is not reused beside
+    # a candidate timed behind a spin sized to its host path.
+    key = json.dumps([BASELINE_METHOD, HEAD_START_RULE, judge.spec.problem.get("source_hash"), shape.init_kwargs,
+                      shape.input_kwargs, env.get("gpu"), env.get("torch"), env.get("triton")], sort_keys=True, default=str)
     h = hashlib.sha256(key.encode()).hexdigest()[:20]
     return Path(root) / f"{judge.spec.problem['name']}-{shape.id}-{h}.json"
 

@@ -133,6 +133,7 @@ HEAD_START_CYCLES = 400_000
 HOST_COVER = 1.5
 HOST_SLACK_US = 50.0
 MAX_HEAD_START_US = 10_000.0
+HEAD_START_RULE = "host-sized-1"  # in the baseline cache's key (timed.py)
 
 
 def _head_start(cycles: int = HEAD_START_CYCLES) -> None:
