@@ -60,14 +60,15 @@ if (( H )); then
     --kb $C/knowledge_base --op rms_norm --shapes first --force --jobs 1   # committed results stay as they are
   [[ -d .oldaka/aka ]] && part kbcost_old "${AKA_T_KBCOST:-50}" bash -c "cd .oldaka && AKA_CACHE_DIR=/tmp/kbc-old PYTHONPATH=$OLDPP python3 -m aka.cli kb verify --device cuda --op rms_norm --shapes first --force --jobs 1"
   export AKA_GPU_RESULTS=$S/gpu_results.jsonl
+  # the host-bound tests first (the newest harness change), then the older timing tests
   part timing "${AKA_T_TIMING:-70}" python3 -m pytest -m gpu -q -p no:cacheprovider --junitxml="$S/junit_timing.xml" \
+    "tests/gpu/test_measurement_gpu.py::test_a_host_bound_call_is_timed_behind_a_spin_that_covers_it_and_one_past_the_cap_is_said_to_be" \
+    "tests/gpu/test_measurement_gpu.py::test_an_honest_host_bound_candidate_is_timed_on_the_gpu_and_passes_the_judges_clock" \
+    "tests/gpu/test_measurement_gpu.py::test_known_answer_copy_iou" \
     "tests/gpu/test_measurement_gpu.py::test_same_kernel_timed_twice_agrees" \
     "tests/gpu/test_measurement_gpu.py::test_one_timing_method_per_shape_and_a_syncing_call_says_so" \
     "tests/gpu/test_measurement_gpu.py::test_a_slow_call_is_graphed_over_few_sets_and_measures_what_events_measure" \
-    "tests/gpu/test_measurement_gpu.py::test_parallel_evaluations_measure_what_one_alone_measures" \
-    "tests/gpu/test_measurement_gpu.py::test_a_host_bound_call_is_timed_behind_a_spin_that_covers_it_and_one_past_the_cap_is_said_to_be" \
-    "tests/gpu/test_measurement_gpu.py::test_known_answer_copy_iou" \
-    "tests/gpu/test_measurement_gpu.py::test_an_honest_host_bound_candidate_is_timed_on_the_gpu_and_passes_the_judges_clock"
+    "tests/gpu/test_measurement_gpu.py::test_parallel_evaluations_measure_what_one_alone_measures"
   TP=${AKA_T_PAR:-$(( 555 - ($(date +%s) - T0) ))}
   XD=(); python3 -c "import xdist" 2>/dev/null && XD=(-n "${AKA_PYTEST_N:-4}")
   read -ra PT <<< "${AKA_PAR_TESTS-tests/gpu/test_judge_gpu.py tests/test_adversarial.py}"
