@@ -653,6 +653,7 @@ def test_event_timed_samples_record_each_calls_host_time(monkeypatch):
     t.sets = [{"x": torch.zeros(1)}]
     t.flush = lambda: None
     impl = Slow("candidate", None)
+    impl.extendable = True   # as prepare leaves a call whose spin may grow
     t.sample(impl, 3)
     assert len(impl.host_us) == 3 and all(h >= 3500 for h in impl.host_us)
     assert len(impl.samples) == 3
@@ -664,6 +665,10 @@ def test_event_timed_samples_record_each_calls_host_time(monkeypatch):
     t.sample(impl, 2)
     assert spins[3:] == [sized] * 2 and impl.head_us[3:] == [pytest.approx(1.5 * host + 50, rel=0.01)] * 2
     assert impl.spin_cycles >= sized   # raised again only if this round's host got slower
+    # a call prepare did not let grow (a candidate with no graph for the checked call) keeps the fixed spin
+    fixed = Slow("candidate", None)
+    t.sample(fixed, 2)
+    assert fixed.spin_cycles == timing.HEAD_START_CYCLES and fixed.head_us == [200.0] * 2
 
     class Graph:
         def replay(self):
@@ -742,6 +747,7 @@ def test_prepare_sizes_the_spin_of_a_call_whose_host_path_outruns_the_head_start
     assert cand.graph is None and cand.graph_calls == 1 and cand.graph_outs is None and cand.method == "cuda_events"
     t.prepare(uncap)
     assert uncap.spin_cycles == timing.HEAD_START_CYCLES and uncap.check_graph is None and uncap.graph is None
+    assert slow.extendable and cand.extendable and not (fast.extendable or syncs.extendable or uncap.extendable)
 
 
 def test_host_bound_note_only_where_the_hosts_excess_over_the_head_start_is_a_real_share():

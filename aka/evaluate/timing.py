@@ -91,6 +91,7 @@ class Impl:
         # The candidate in its runner: its spin may grow only with a graph of one call for the judge's
         # checked call (ShapeTimer._may_extend), whose clock must see GPU time, not host time.
         self.check_graph_wanted = False
+        self.extendable = False  # prepare found its spin may grow (_may_extend): later rounds may raise it too
         self.check_graph = None
         self.check_outs = None
         self.eager_call_us = None
@@ -355,7 +356,7 @@ class ShapeTimer:
         if cycles > HEAD_START_CYCLES and not self.graphed and self._may_extend(impl):
             # the host path outran the head start, so `est` was partly the host's: a head start
             # that covers it, for this estimate and for the call's event-timed samples
-            impl.spin_cycles = cycles
+            impl.spin_cycles, impl.extendable = cycles, True
             est = sorted(_event_time_us(lambda: impl(self.sets[0]), 1, cycles=cycles) for _ in range(3))[1]
         # Serving without graphs pays the host's launch cost: no head start here, on purpose. At
         # most EAGER_CALLS calls over the rotating sets: a host-bound reference (a Python loop over
@@ -463,8 +464,10 @@ class ShapeTimer:
                 impl.last_out = ((n - 1) % k, out)
                 impl.host_us += host
                 impl.head_us += [spin_us(impl.spin_cycles)] * n
-                # a host that got slower than prepare saw (a busy CPU): the next round's spin covers it
-                impl.spin_cycles = max(impl.spin_cycles, head_start_cycles(host_median(host)))
+                # a host that got slower than prepare saw (a busy CPU): the next round's spin covers it,
+                # where prepare found the spin may grow (a candidate: its checked call replays a graph)
+                if impl.extendable:
+                    impl.spin_cycles = max(impl.spin_cycles, head_start_cycles(host_median(host)))
         torch.cuda.synchronize()
         per = impl.graph_calls if impl.graph is not None else 1
         impl.samples += [s.elapsed_time(e) * 1000.0 / per for s, e in zip(starts, ends)]
