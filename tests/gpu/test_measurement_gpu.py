@@ -118,16 +118,20 @@ def test_an_honest_host_bound_candidate_is_timed_on_the_gpu_and_passes_the_judge
     event-timed) shape. Through judge and runner it passes: the runner's samples ran behind a spin
     sized to the host path, and the judge's clock checked them on a replay of a one-call graph (an
     eager checked call would carry the host path the samples left out, and fail the clock). Its time
-    is near copy.py's, not its host path, and no host-bound note is given."""
+    is its 200 kernels' GPU time and the gaps between them, well under its host path, and no
+    host-bound note is given. (On an H100, 2026-12-07: 1287 us against a 3236 us host path, 1009 us
+    in its kernels by the profiler, copy.py 708 us: 200 small launches cost the GPU more than one.)"""
     plain = _eval(problem("copy"), kernel("copy"), "large", baselines=False)
     chunked = _eval(problem("copy"), kernel("copy_chunked"), "large", baselines=False)
     p, c = plain.shapes[0], chunked.shapes[0]
+    prof = sum(k["us"] for k in (c.profile or []) if k.get("kind") == "own")
     record("host_bound_candidate", status=chunked.status, reason=chunked.reason[:300], plain_us=p.time_us,
            chunked_us=c.time_us, host_us=c.host_us, head_start_us=c.head_start_us, method=c.timing_method,
-           notes=[n for n in chunked.notes if "host" in n], plain_host_us=p.host_us)
+           notes=[n for n in chunked.notes if "host" in n], plain_host_us=p.host_us, kernels_us=prof)
     assert plain.status == "pass" and chunked.status == "pass", (plain.reason, chunked.reason)
     assert c.timing_method == "cuda_events" and c.host_us > 1000 and c.head_start_us > c.host_us
-    assert c.time_us < 1.3 * p.time_us + 30 < c.host_us
+    assert c.time_us < 0.6 * c.host_us                        # the GPU's time, not the host path's
+    assert prof and 0.95 * prof <= c.time_us <= 1.5 * prof + 100
     assert not any("host-bound timing" in n for n in chunked.notes)
 
 
