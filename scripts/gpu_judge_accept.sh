@@ -72,7 +72,9 @@ if (( H )); then
   TP=${AKA_T_PAR:-$(( 555 - ($(date +%s) - T0) ))}
   XD=(); python3 -c "import xdist" 2>/dev/null && XD=(-n "${AKA_PYTEST_N:-4}")
   read -ra PT <<< "${AKA_PAR_TESTS-tests/gpu/test_judge_gpu.py tests/test_adversarial.py}"
-  (( ${#PT[@]} )) && part par_judge "$TP" python3 -m pytest -m gpu -q "${XD[@]}" -p no:cacheprovider --durations=15 -rA \
+  # -v: each test's verdict is in the log as it finishes (2026-12-07g: a budget kill before pytest wrote
+  # its junit left 15 dots and no names)
+  (( ${#PT[@]} )) && part par_judge "$TP" python3 -m pytest -m gpu -v "${XD[@]}" -p no:cacheprovider --durations=15 -rA \
     --junitxml="$S/junit_judge.xml" "${PT[@]}" &
   # kb verify on a copy; the kernels with no committed H200 result go first (--missing-first)
   V=.gl/kbv; rm -rf $V; mkdir -p $V/results; cp -r knowledge_base $V/; cp -r results/kb $V/results/
