@@ -715,11 +715,11 @@ def test_prepare_sizes_the_spin_of_a_call_whose_host_path_outruns_the_head_start
         return 40.0 if timing.spin_us(cycles) > 3000 else 3000.0
     monkeypatch.setattr(timing, "_event_time_us", event_time)
 
-    def capture(self, impl, m=None):
+    def graph_of(impl, sets):
         if impl.name == "uncapturable":
             raise RuntimeError("operation not permitted when stream is capturing")
-        impl.graph, impl.graph_calls, impl.graph_outs = f"graph of {impl.name}", m, [f"out of {impl.name}"]
-    monkeypatch.setattr(timing.ShapeTimer, "_capture", capture)
+        return f"graph of {impl.name}", [f"out of {impl.name}"]
+    monkeypatch.setattr(timing.ShapeTimer, "_graph_of", staticmethod(graph_of))
 
     class SlowHost(timing.Impl):
         def __call__(self, inputs):

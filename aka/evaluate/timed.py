@@ -33,7 +33,7 @@ from aka.evaluate.peers import peer_impl
 from aka.evaluate.result import StageFailure
 from aka.evaluate.stats import median_ci
 from aka.evaluate.timing import (BASELINE_METHOD, HEAD_START_RULE, ROUNDS, Impl, RemoteImpl, ShapeTimer,
-                                 head_start_us, host_bound_note, host_median, make_input_sets, refreshed_keys)
+                                 host_bound_note, host_median, make_input_sets, refreshed_keys)
 
 CLAIM_SLACK = 1.5         # the judge's clock may exceed the claimed work by this factor...
 FIXED_SLACK_US = 300.0    # ...plus this and two message round trips
@@ -215,9 +215,10 @@ def time_shapes(judge, shapes) -> None:
             if impl.note and impl.samples:
                 judge.res.notes.append(f"shape {shape.id}: {impl.name}: {impl.note}")
             if impl.samples and impl.method == "cuda_events" and impl.host_us:
-                hb = host_bound_note(impl.host_us, impl.head_us or head_start_us(), res[impl.name]["median_us"])
+                # (head_us has one entry per host_us entry: ShapeTimer.sample keeps them together)
+                hb = host_bound_note(impl.host_us, impl.head_us, res[impl.name]["median_us"])
                 res[impl.name]["host_us"] = host_median(impl.host_us)
-                res[impl.name]["head_start_us"] = max(impl.head_us or [head_start_us()])
+                res[impl.name]["head_start_us"] = max(impl.head_us)
                 if hb:
                     judge.res.notes.append(f"shape {shape.id}: {impl.name}: {hb}")
         c = res.get("candidate")

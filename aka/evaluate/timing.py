@@ -197,8 +197,6 @@ def host_bound_note(host_us: list[float], head_start, median_us: float) -> str |
     if not host_us or not median_us or median_us <= 0:
         return None
     heads = list(head_start) if isinstance(head_start, (list, tuple)) else [float(head_start)] * len(host_us)
-    if len(heads) != len(host_us):
-        heads = [max(heads, default=0.0)] * len(host_us)
     host, head = host_median(host_us), host_median(heads)
     excess = host_median([h - s for h, s in zip(host_us, heads)])
     if excess < HOST_BOUND_SHARE * median_us:
@@ -396,23 +394,18 @@ class ShapeTimer:
         try:
             if _syncs_with_host(impl, self.sets[0]):
                 return False
-            if not impl.check_graph_wanted:
-                return True
-            kept = impl.graph, impl.graph_calls, impl.graph_outs, impl.last_out
-            try:
-                self._capture(impl, 1)
-                impl.check_graph, impl.check_outs = impl.graph, impl.graph_outs
-            finally:
-                impl.graph, impl.graph_calls, impl.graph_outs, impl.last_out = kept
+            if impl.check_graph_wanted:
+                impl.check_graph, impl.check_outs = self._graph_of(impl, self.sets[:1])
             return True
         except Exception:  # noqa: BLE001 - not capturable (or a sync the debug mode names otherwise): fixed spin
             impl.check_graph = impl.check_outs = None
             torch.cuda.synchronize()
             return False
 
-    def _capture(self, impl: Impl, m: int | None = None) -> None:
-        """A graph of `m` back-to-back calls, on the first m input sets (all by default)."""
-        sets = self.sets[:m or len(self.sets)]
+    @staticmethod
+    def _graph_of(impl: Impl, sets: list[dict]):
+        """A CUDA graph of back-to-back calls, one on each of `sets`, replayed once, and its outputs
+        (static graph memory, refreshed by each replay); nothing on `impl` is set."""
         g = torch.cuda.CUDAGraph()
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
@@ -424,11 +417,17 @@ class ShapeTimer:
         with torch.no_grad(), torch.cuda.graph(g):
             outs = [impl(inp) for inp in sets]
         torch.cuda.synchronize()
+        g.replay()
+        torch.cuda.synchronize()
+        return g, outs
+
+    def _capture(self, impl: Impl, m: int | None = None) -> None:
+        """The timing graph: `m` back-to-back calls, on the first m input sets (all by default)."""
+        sets = self.sets[:m or len(self.sets)]
+        g, outs = self._graph_of(impl, sets)
         impl.graph, impl.graph_calls = g, len(sets)
         impl.graph_outs = outs  # static graph memory, one output per set: refreshed by each replay
         impl.last_out = (len(sets) - 1, outs[-1])  # static graph memory: refreshed by each replay
-        impl.graph.replay()
-        torch.cuda.synchronize()
         # the GPU time per call from a replay: the head-start estimate can be the host's time (a
         # compiled call's guards on a busy CPU), and it sets the sample count
         impl.estimate_us = _event_time_us(g.replay, 3) / len(sets)
