@@ -34,17 +34,24 @@ def main() -> int:
     ap.add_argument("src")
     ap.add_argument("--dest", default="results/h200/harness")
     ap.add_argument("--note", default="", help="a line under the provenance (e.g. which commit ran)")
+    ap.add_argument("--no-raw", action="store_true", help="no copy of the source files under DEST/raw "
+                    "(they are committed where they are)")
     a = ap.parse_args()
     src, dest = Path(a.src), Path(a.dest)
     dest.mkdir(parents=True, exist_ok=True)
-    raw = dest / "raw"
-    raw.mkdir(exist_ok=True)
-    for p in src.iterdir():
-        if p.is_file() and p.stat().st_size < 2_000_000:
-            shutil.copy(p, raw / p.name)
+    if not a.no_raw:
+        raw = dest / "raw"
+        raw.mkdir(exist_ok=True)
+        for p in src.iterdir():
+            if p.is_file() and p.stat().st_size < 2_000_000:
+                shutil.copy(p, raw / p.name)
     prov = (src / "provenance.txt").read_text().strip() if (src / "provenance.txt").exists() else "unknown"
-    out = ["# Measurement acceptance on the H200", "", "Produced by `bash scripts/gpu_run.sh harness` (or `adv`, the adversarial part alone) on the",
-           "device, then `python scripts/collect_gpu.py <out>`. Provenance:", "", "```", prov, "```", ""]
+    # the GPU's name: nvidia-smi's first field on the line under its csv header
+    plines = prov.splitlines()
+    gpu = plines[1].split(",")[0].strip() if len(plines) > 1 and plines[0].startswith("name") else "the GPU"
+    out = [f"# Measurement acceptance on {gpu}", "", "Produced by `bash scripts/gpu_run.sh harness` (or `adv`, the adversarial part alone,",
+           "or `scripts/gpu_judge_accept.sh`) on the device, then `python scripts/collect_gpu.py <out>`. Provenance:",
+           "", "```", prov, "```", ""]
     for extra in sorted(src.glob("provenance_*.txt")):
         out += [f"`{extra.name}`:", "", "```", extra.read_text().strip(), "```", ""]
     if a.note:
@@ -92,13 +99,39 @@ def main() -> int:
         out += [f"| {r['shape']} | {fmt(r['solo_us'], '.2f')} | {fmt(r['parallel_us'], '.2f')} | {r['spread']:.2%} "
                 f"| {r['limit']:.0%} | {fmt(r['gpu_wait_s'], '.1f')} |" for r in par]
         out.append("")
+    hb = [r for r in rows if r["kind"] == "host_bound_sized"]
+    if hb:
+        out += ["## Event timing behind a head start sized to the host path (ShapeTimer, one 3x-L2 set)", "",
+                "| call | host path µs (median) | spin µs | timed µs | note |", "|---|---|---|---|---|"]
+        for r in hb:
+            for name, what in (("fast", "copy"), ("slow", "copy after 2 ms of host sleep"),
+                               ("past_cap", "copy after 12 ms of host sleep (past the 10 ms cap)")):
+                if f"{name}_us" in r:
+                    note = (r.get("notes") or {}).get(name)
+                    out.append(f"| {what} | {fmt(r.get(f'{name}_host_us'), '.1f')} | {fmt(r.get(f'{name}_spin_us'), '.0f')} "
+                               f"| {fmt(r[f'{name}_us'], '.1f')} | {note.split(':')[0] if note else '-'} |")
+        out.append("")
+    hc = [r for r in rows if r["kind"] == "host_bound_candidate"]
+    if hc:
+        out += ["## A host-bound candidate through judge and runner (`copy_chunked`: 200 launches, 1 GB)", "",
+                "| status | timed µs | host path µs | spin µs | its kernels µs (profiler) | copy.py µs | host-bound note |",
+                "|---|---|---|---|---|---|---|"]
+        out += [f"| {r['status']} | {fmt(r['chunked_us'], '.1f')} | {fmt(r['host_us'], '.1f')} "
+                f"| {fmt(r['head_start_us'], '.0f')} | {fmt(r.get('kernels_us'), '.1f')} | {fmt(r['plain_us'], '.1f')} "
+                f"| {'yes' if r.get('notes') else 'no'} |" for r in hc]
+        out.append("")
     cal = src / "calibration.json"
     if cal.exists():
         try:
             c = json.loads(cal.read_text())
-            out += ["## `aka hw calibrate`", "", f"copy {c['copy_tbps']:.2f} TB/s (datasheet 4.8), bf16 matmul "
-                    f"{c['bf16_tflops']:.0f} TFLOP/s (datasheet 989), fp8 matmul {c.get('fp8_tflops', 0):.0f} "
-                    "TFLOP/s (datasheet 1979); raw: `raw/calibration.json`", ""]
+            from aka.hardware import match_spec
+            spec = match_spec(gpu)   # the datasheet figures of the GPU the provenance names
+            ds = (lambda v: f" (datasheet {v:g})") if spec else (lambda v: "")
+            pk = spec.peak_tflops if spec else {}
+            out += ["## `aka hw calibrate`", "", f"copy {c['copy_tbps']:.2f} TB/s{ds(spec.mem_tbps) if spec else ''}, "
+                    f"bf16 matmul {c['bf16_tflops']:.0f} TFLOP/s{ds(pk['bf16']) if 'bf16' in pk else ''}, fp8 matmul "
+                    f"{c.get('fp8_tflops', 0):.0f} TFLOP/s{ds(pk['fp8']) if 'fp8' in pk else ''}; raw: "
+                    f"`{'raw/' if not a.no_raw else str(src) + '/'}calibration.json`", ""]
         except (json.JSONDecodeError, KeyError):
             pass
     ev = src / "eval_rms_norm_10shapes.json"

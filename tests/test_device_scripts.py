@@ -276,3 +276,28 @@ def test_host_launch_probe_renders_a_committed_runs_rows_without_a_gpu():
     assert r.returncode == 0, r.stderr
     assert r.stdout == (rows.parent / "PROBE.md").read_text()   # the committed table is this command's output
     assert "| 3 | grouped_dispatch | 0 | 833.6 | 579.7 | 442.8 | 434.5 | 1.31 |" in r.stdout
+
+
+def test_collect_gpu_names_the_gpu_of_its_provenance_and_tables_the_host_bound_records(tmp_path):
+    """scripts/collect_gpu.py on an H100 call's folder: the heading and the calibration's datasheet
+    figures are that GPU's (not the H200's), the two host-bound record kinds become tables, and
+    --no-raw leaves the source files where they are."""
+    src = tmp_path / "call1"
+    src.mkdir()
+    (src / "provenance.txt").write_text("name, driver_version\nNVIDIA H100 80GB HBM3, 580.159.04\ntorch 2.11.0\n")
+    (src / "calibration.json").write_text(json.dumps({"copy_tbps": 3.04, "bf16_tflops": 726.0, "fp8_tflops": 1442.0}))
+    rows = [{"kind": "host_bound_sized", "fast_us": 101.9, "fast_host_us": 9.5, "fast_spin_us": 214.0,
+             "slow_us": 101.8, "slow_host_us": 2154.7, "slow_spin_us": 3311.0, "notes": {"fast": None, "slow": None}},
+            {"kind": "host_bound_candidate", "status": "pass", "chunked_us": 1287.2, "host_us": 3235.9,
+             "head_start_us": 4930.0, "plain_us": 707.7, "notes": []}]
+    (src / "gpu_results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    dest = tmp_path / "folder"
+    r = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "collect_gpu.py"), str(src), "--dest", str(dest),
+                        "--no-raw"], capture_output=True, text=True, cwd=REPO_ROOT)
+    assert r.returncode == 0, r.stderr
+    md = (dest / "MEASUREMENT.md").read_text()
+    assert md.startswith("# Measurement acceptance on NVIDIA H100 80GB HBM3")
+    assert "copy 3.04 TB/s (datasheet 3.35)" in md and "4.8" not in md
+    assert "| copy after 2 ms of host sleep | 2154.7 | 3311 | 101.8 | - |" in md
+    assert "| pass | 1287.2 | 3235.9 | 4930 | - | 707.7 | no |" in md
+    assert not (dest / "raw").exists()
