@@ -3,11 +3,10 @@
 # fp8_block_scaled_gemm's prefill shapes re-tuned on the H200 with FP8_OVERLAP in the grid (two or three
 # programs per SM so one program's MMAs run while another scales; on the H100 they won 5 of 8 prefill shapes
 # by 1-12%, results/h100/device-2026-12-06e, never timed on the H200, whose table holds 0.61 of the measured
-# ceiling against issue 21's 0.65), baked into this copy, the dispatch kernel's kb verify; then
-# fused_moe/grouped_dispatch's first all-shape H200 verify (0.76 of the ceiling on the H100; the H200's best is
-# still sorted_grouped at 0.51) with what time is left.
+# ceiling against issue 21's 0.65), baked into this copy, the dispatch kernel's kb verify; then call_rest.sh
+# (kernels with no H200 verdict) with what time is left.
 #   OUT=$OUT bash results/h200/device-2026-12-08/call3.sh   (carry .gpucache and .whl)
-#   after: untar out.tgz (and a/out.tgz); bake tune/tune.json here with the same flags; kbv.tgz as in call_rest.sh
+#   after: untar out.tgz (and b/out.tgz); bake tune/tune.json here with the same flags; kbv.tgz as in call_rest.sh
 set -uo pipefail
 T0=$(date +%s)
 CALL_S=${AKA_CALL_S:-570}
@@ -30,5 +29,5 @@ fi
   grep -v ': deferred\|━' "$OUT/kbverify.log" | tail -8
 )
 L=$(( CALL_S - ($(date +%s) - T0) ))
-(( L > 200 )) && AKA_MOE_NO_BASELINES=1 AKA_DEADLINE_S=$(( L - 10 )) OUT=$OUT/a bash scripts/gpu_moe_verify.sh
+(( L > 90 )) && AKA_DEADLINE_S=$(( L - 10 )) OUT=$OUT/b bash results/h100/device-2026-12-06g/call_rest.sh
 echo "call wall $(( $(date +%s) - T0 ))"
