@@ -169,7 +169,8 @@ PREFILL_BASE = [tile(128, 256, 64, 8, 3, 1, split=1, persist=1), tile(128, 256, 
 # ceiling on the H200). These give the SM two or three programs: 64-row or 64-column tiles on 4 warps
 # (155-157 registers; 82-91 KB of shared memory at 3 stages, two programs an SM; 57 KB at 2 stages,
 # three), persistent at OCC 2 or 3, or one program per tile (scripts/check_gemm_grid.py: no spills).
-# Not yet timed.
+# Timed on the H100 (results/h100/device-2026-12-06e, call 1): they won 5 of the 8 prefill shapes by 1-12%;
+# not baked there (the table is the H200's); not yet timed on the H200.
 FP8_OVERLAP = [tile(64, 128, 128, 4, 3, 1, split=1, persist=1, occ=2), tile(64, 128, 128, 4, 2, 1, split=1, persist=1, occ=3),
                tile(128, 64, 128, 4, 3, 1, split=1, persist=1, occ=2), tile(64, 128, 128, 4, 3, 1, split=1)]
 
