@@ -83,7 +83,10 @@ liger_install() {
 # call does not compile the references again (fused_moe's 128-expert reference: minutes per shape set)
 pack_out() {
   [[ -d ${AKA_CACHE_DIR:-/nonexistent}/baselines ]] && tar czf "$OUT/baselines.tgz" -C "$AKA_CACHE_DIR" baselines
-  ( cd "$OUT" && tar czf /tmp/pack_out.tgz --exclude=out.tgz . && find . -mindepth 1 -delete \
+  # --anchored ./out.tgz: only this folder's own archive is left out. A bare --exclude=out.tgz matched at any
+  # depth, so a script calling another that packed into a subfolder dropped the inner archive
+  # (results/h200/device-2026-12-08 call 1: call_rest.sh's two kb verdicts and its log lost)
+  ( cd "$OUT" && tar czf /tmp/pack_out.tgz --anchored --exclude=./out.tgz . && find . -mindepth 1 -delete \
     && mv /tmp/pack_out.tgz out.tgz )
 }
 

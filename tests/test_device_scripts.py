@@ -233,6 +233,26 @@ def test_pack_out_brings_the_baselines_and_kb_copy_merges_an_earlier_calls_verdi
     assert "Test GPU 9000" not in json.dumps(tracked)                       # the tree untouched
 
 
+def test_pack_out_of_a_folder_keeps_the_archive_a_nested_script_packed_into_a_subfolder(tmp_path):
+    """A call script that runs another under OUT=$OUT/sub packs twice: the inner pack_out leaves sub/out.tgz,
+    the outer one must carry it (results/h200/device-2026-12-08 call 1 lost call_rest.sh's verdicts when
+    the outer tar's exclusion matched out.tgz at every depth)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    script = ('set -uo pipefail; . scripts/device_lib.sh; mkdir -p "$OUT/rest"; '
+              '( OUT=$OUT/rest; echo v > "$OUT/kbverify.log"; pack_out ); echo q > "$OUT/queue.log"; pack_out')
+    env = dict(os.environ, OUT=str(out), AKA_CACHE_DIR=str(tmp_path / "nocache"))
+    r = subprocess.run(["bash", "-c", script], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["out.tgz"]
+    members = set(_members(out / "out.tgz"))
+    assert {"./queue.log", "./rest/out.tgz"} <= members and "./out.tgz" not in members
+    import tarfile
+    with tarfile.open(out / "out.tgz") as t:
+        inner = tarfile.open(fileobj=t.extractfile("./rest/out.tgz"))
+        assert inner.getnames() == [".", "./kbverify.log"]
+
+
 def test_probe_pdl_table_renders_the_committed_run_with_its_provenance():
     """results/h100/device-2026-12-07/pdl.md is what `probe_pdl.py --table` writes from the call's JSON."""
     import sys

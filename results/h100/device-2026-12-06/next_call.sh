@@ -21,7 +21,7 @@ SKIP=${AKA_SKIP-$( (( ON_H200 )) && echo "adv probe peers")}
 export AKA_CACHE_DIR=$PWD/.gpucache
 # everything under $OUT leaves as one archive, even when the deadline kills a step: on 2026-12-06 two of
 # ten loose files did not come back (the reply's file-count limit)
-pack() { ( cd "$OUT" && tar czf /tmp/next_call_out.tgz --exclude=out.tgz . && find . -mindepth 1 -delete \
+pack() { ( cd "$OUT" && tar czf /tmp/next_call_out.tgz --anchored --exclude=./out.tgz . && find . -mindepth 1 -delete \
   && mv /tmp/next_call_out.tgz out.tgz ); }
 trap pack EXIT
 . scripts/device_lib.sh; device_env; use_xdist
