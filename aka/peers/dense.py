@@ -87,9 +87,21 @@ class GroupedMMMoEPeer(nn.Module):
     """MoE MLP with its expert GEMMs in torch._grouped_mm (F.grouped_mm where torch has it), as
     torchtitan runs them: token-expert pairs sorted by expert, one grouped GEMM for gate/up, SiLU
     and mul in fp32 stored in bf16, one grouped GEMM for down, then the weighted combine in fp32
-    with index_add_. Ids of -1 (experts on another EP rank) sort last, past the groups' end, and
-    their rows are masked out of the combine. No host sync: group offsets come from a
-    scatter-add count, so the call can be graph-captured."""
+    with index_add_. Ids of -1 (experts on another EP rank) sort last, past the groups' end.
+    Group offsets come from a scatter-add count, so a small call needs no host sync and can be
+    graph-captured; its rows for other ranks' pairs are computed and masked out of the combine.
+
+    Above SYNC_ELEMS gathered elements (T * k * H), the peer reads the count of this rank's pairs
+    once on the host and works on those rows only, as an EP deployment does after its all-to-all
+    (torchtitan sizes its buffers from the split sizes on the host). Without it the peer gathered,
+    activated, weighted and combined every one of the T * k rows, ~97% of them other ranks' at
+    DeepSeek-V3 EP 32: 10.8 ms at bench shape 14 on an H100 against the kernel's 0.65 ms
+    (results/h100/device-2026-12-08), a 16.8x that measured the peer's waste, not the kernel. The
+    sync costs a scalar copy and the rest of the call's launches after it: under 2% of a call that
+    moves more than 2**22 elements of bf16 rows through two grouped GEMMs, and the decode shapes
+    (bench shapes 0-5, 2**22 elements at most) never pay it."""
+
+    SYNC_ELEMS = 1 << 22
 
     def __init__(self, ref=None):
         super().__init__()
@@ -112,15 +124,24 @@ class GroupedMMMoEPeer(nn.Module):
         counts = torch.zeros(E + 1, dtype=torch.int64, device=hidden.device)
         counts.scatter_add_(0, keyed, torch.ones_like(keyed))
         offs = torch.cumsum(counts[:E], 0).to(torch.int32)
+        mask_rows = True
+        if ids.numel() * H > self.SYNC_ELEMS:
+            n_local = int(offs[-1])                                     # the one host sync
+            if n_local == 0:                                            # every pair on other ranks
+                return torch.zeros_like(hidden)
+            order, mask_rows = order[:n_local], False                   # this rank's pairs sort first
         token_idx = order // top_k
         x = hidden.index_select(0, token_idx)
-        h = gmm(x, w1.transpose(-2, -1), offs=offs)                    # [T*k, 2I] bf16
+        h = gmm(x, w1.transpose(-2, -1), offs=offs)                    # [rows, 2I] bf16
         gate, up = h.float().split(inter, dim=-1)
         act = (F.silu(gate) * up).to(hidden.dtype)
-        y = gmm(act, w2.transpose(-2, -1), offs=offs).float()          # [T*k, H]
+        y = gmm(act, w2.transpose(-2, -1), offs=offs).float()          # [rows, H]
         wts = topk_weights.flatten()[order].float()
-        keep = valid[order]
-        y = torch.where(keep[:, None], y * wts[:, None], torch.zeros((), device=y.device))
+        if mask_rows:
+            keep = valid[order]
+            y = torch.where(keep[:, None], y * wts[:, None], torch.zeros((), device=y.device))
+        else:
+            y = y * wts[:, None]
         out = torch.zeros(T, H, dtype=torch.float32, device=hidden.device)
         out.index_add_(0, token_idx, y)
         return out.to(hidden.dtype)
