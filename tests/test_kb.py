@@ -670,6 +670,28 @@ def test_verify_runs_a_kernel_that_ran_out_of_gpu_memory_beside_others_again_alo
     assert read_results(root / "kernels/rms_norm/rows.py")["devices"]["cuda"]["status"] == "crashed"
 
 
+def test_verify_says_why_a_kernel_did_not_pass_on_its_console_line(tmp_path, capsys):
+    """The reason goes on the line a verify prints for each kernel, not only into the record: a call's
+    log may be all that comes back (results/h100/device-2026-12-08 lost a rejection's record)."""
+    from aka.evaluate.result import EvalResult, ShapeResult
+    from aka.kb.verify import verify
+    root = write_kb(tmp_path / "kb")
+
+    def run(op, path, shapes=None, config=None):
+        from aka.problem import load_problem
+        ids = [s.id for s in load_problem(op).select(shapes)]
+        if Path(path).name == "rows.py":
+            return EvalResult(status="rejected", reason="[timing] the runner's timing claims disagree with the "
+                              "judge's clock: 1 timed call(s) checked took 900 us", problem=op, device=config.device,
+                              shapes=[ShapeResult(i, "n", correct=True) for i in ids], env={"gpu": "G"})
+        return EvalResult(status="pass", reason="all stages passed", problem=op, device=config.device,
+                          shapes=[ShapeResult(i, "n", correct=True) for i in ids], env={"gpu": "G"})
+    dict(verify(root, "cuda", evaluate_fn=run, jobs=1, timing=False, gpu="G"))
+    out = " ".join(capsys.readouterr().out.split())
+    assert "rows.py: rejected" in out and "disagree with the judge's clock" in out
+    assert "all stages passed" not in out                  # a pass says no more than before
+
+
 def test_verify_budget_starts_only_what_fits_and_records_nothing_cut_off(tmp_path):
     """--budget: a kernel whose last GPU evaluation would not fit in what is left is not started
     (DEFERRED), so a shorter one can use the time; an evaluation stopped at the budget's end is

@@ -405,7 +405,10 @@ def verify(root: Path, device: str, op: str | None = None, force: bool = False, 
                                                              if sol else "")
                                   + f" ({w.get('worker_total_s', 0):.0f} s"
                                   + (f": {wall_summary(w)}" if wall_summary(w) else "") + ")"
-                                  + (f"; stopped {trail.summary()}" if res.status == "timeout" else ""),
+                                  + (f"; stopped {trail.summary()}" if res.status == "timeout" else "")
+                                  # why, on the console line too: a verify's log may be all that comes back
+                                  # (results/h100/device-2026-12-08: a rejection whose record was lost)
+                                  + (f"; {res.reason[:300]}" if res.status != "pass" and res.reason else ""),
                                   markup=False, highlight=False)
                 return p, res.status
             finally:
