@@ -23,8 +23,8 @@ EVAL_EPILOG = ("exit status: 0 pass; 1 the candidate does not pass (incorrect, f
                "4 aka itself failed (a bug: the traceback is on stderr)")
 
 
-# Options whose value is itself KEY=VALUE (`aka kb compile-check --set BINS=128`): their value stays a word.
-KV_VALUED = ("--set",)
+# Options whose value may itself be KEY=VALUE (`aka kb compile-check --set BINS=128`): their value stays a word.
+KV_VALUED = ("--set", "--shapes")   # --shapes: `aka bench peers --shapes "op=1,2"`
 
 
 def kv_to_flags(argv: list[str]) -> list[str]:

@@ -164,6 +164,28 @@ def test_bench_peers_cli_without_records_is_a_user_error(tmp_path, capsys):
     assert "no records" in capsys.readouterr().err
 
 
+def test_bench_peers_over_a_stated_subset_of_shapes(tmp_path, capsys):
+    """--shapes "op=ids": only those shapes of that op count, the others' ops as they are, and the
+    heading says what was kept (fused_moe without its expert-parallel shapes, whose peer wasted work
+    until 2026-12-08); a malformed spec or an op with no records is a usage error."""
+    run = tmp_path / "run"
+    run.mkdir()
+    recs = [_rec("peer", "1", 10.0), _rec("kb", "1", 5.0), _rec("peer", "2", 90.0), _rec("kb", "2", 3.0)]
+    recs += [dict(r, op="softmax") for r in recs[:2]]
+    (run / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert main(["bench", "peers", str(run), "--shapes", "rms_norm=1"]) == 0
+    md = capsys.readouterr().out
+    assert "shapes kept: rms_norm 1" in md
+    assert "| rms_norm | kb | RMSNormPeer (liger_kernel 0.8.5) | 1/1 | 2.00x |" in md
+    assert "| softmax | kb |" in md and "| 1/1 | 2.00x |" in md.split("| softmax |")[1]
+    assert main(["bench", "peers", str(run)]) == 0
+    assert "| 2/2 | 7.75x |" in capsys.readouterr().out          # both shapes: sqrt(2 * 30)
+    assert main(["bench", "peers", str(run), "--shapes", "rms_norm"]) == 2
+    assert "not OP=ID" in capsys.readouterr().err
+    assert main(["bench", "peers", str(run), "--shapes", "gemm_bf16=1"]) == 2
+    assert "gemm_bf16" in capsys.readouterr().err
+
+
 def test_liger_peers_need_a_gpu_or_the_extra():
     prob = load_problem("rms_norm")
     from aka.peers import unavailable

@@ -49,6 +49,8 @@ def register(sub) -> None:
     pe.add_argument("--out", default=None, help="markdown file (and a .json beside it)")
     pe.add_argument("--readme", default=None, help="also replace the table between the markers of this file "
                                                    "(bench/README.md)")
+    pe.add_argument("--shapes", default=None, help='only these shapes of the ops named, "op=id,id;op2=id" '
+                                                   "(other ops' records as they are); the heading says so")
     pe.set_defaults(func=cmd_peers)
 
     w = bs.add_parser("weigh", help="derive operator weights from a trace or a workload description")
@@ -161,8 +163,8 @@ def cmd_peers(args) -> int:
     from aka.errors import UserError
     try:
         md = write([Path(d) for d in args.run_dirs], Path(args.out) if args.out else None,
-                   Path(args.readme) if args.readme else None)
-    except FileNotFoundError as e:
+                   Path(args.readme) if args.readme else None, args.shapes)
+    except (FileNotFoundError, ValueError) as e:
         raise UserError(str(e)) from None
     print(md, end="")
     return 0

@@ -13,6 +13,9 @@ not reach): a kernel record is only ever set against a peer record of its own ru
 by `write`), and a shape recorded in more than one run counts once, with its newest record; the
 row says how many runs its shapes come from and how many older records it left out.
 A figure the harness noted as host-bound (`timing_note` on the record) is named under the table.
+`--shapes "op=id,id;op2=id"` keeps only those shapes of the ops it names (the others' records as they
+are), and the table's heading says so: a comparison over a stated subset, e.g. fused_moe without its
+expert-parallel shapes.
 """
 from __future__ import annotations
 
@@ -170,13 +173,36 @@ def update_readme(readme: Path, table: str) -> bool:
     return new != text
 
 
-def write(run_dirs: list[Path], out: Path | None, readme: Path | None) -> str:
+def parse_shapes(spec: str | None) -> dict[str, set[str]]:
+    """'op=1,2;op2=3' -> {op: {'1', '2'}, op2: {'3'}}; a malformed part is a ValueError that names it."""
+    out: dict[str, set[str]] = {}
+    for part in (spec or "").split(";"):
+        if not part.strip():
+            continue
+        op, eq, ids = part.partition("=")
+        got = {i.strip() for i in ids.split(",") if i.strip()}
+        if not eq or not op.strip() or not got:
+            raise ValueError(f"--shapes: {part.strip()!r} is not OP=ID[,ID...]")
+        out[op.strip()] = got
+    return out
+
+
+def write(run_dirs: list[Path], out: Path | None, readme: Path | None, shapes: str | None = None) -> str:
     from aka.bench.run import load_records
     records = [dict(r, _run=i) for i, d in enumerate(run_dirs) for r in load_records(d)]
     if not records:
         raise FileNotFoundError(f"no records in {', '.join(map(str, run_dirs))}")
+    keep = parse_shapes(shapes)
+    missing = sorted(set(keep) - {r["op"] for r in records})
+    if missing:
+        raise ValueError(f"--shapes names op(s) with no records here: {', '.join(missing)}")
+    records = [r for r in records if r["op"] not in keep or str(r["shape"]) in keep[r["op"]]]
     rows = peer_rows(records)
-    md = markdown(rows, ", ".join(str(d) for d in run_dirs), peer_only(records))
+    source = ", ".join(str(d) for d in run_dirs)
+    if keep:
+        source += "; shapes kept: " + "; ".join(f"{op} {','.join(sorted(ids, key=lambda x: (len(x), x)))}"
+                                                for op, ids in sorted(keep.items()))
+    md = markdown(rows, source, peer_only(records))
     if out is not None:
         out.write_text(md)
         out.with_suffix(".json").write_text(json.dumps(rows, indent=2) + "\n")
