@@ -97,9 +97,9 @@ class GroupedMMMoEPeer(nn.Module):
     activated, weighted and combined every one of the T * k rows, ~97% of them other ranks' at
     DeepSeek-V3 EP 32: 10.8 ms at bench shape 14 on an H100 against the kernel's 0.65 ms
     (results/h100/device-2026-12-08), a 16.8x that measured the peer's waste, not the kernel. The
-    sync costs a scalar copy and the rest of the call's launches after it: under 2% of a call that
-    moves more than 2**22 elements of bf16 rows through two grouped GEMMs, and the decode shapes
-    (bench shapes 0-5, 2**22 elements at most) never pay it."""
+    sync costs a scalar copy and the GPU's wait while the host launches the rest of the call (not
+    yet measured; the harness times such a call behind its fixed head start and says so), and the
+    decode shapes (bench shapes 0-5, 2**22 elements at most) never pay it."""
 
     SYNC_ELEMS = 1 << 22
 
