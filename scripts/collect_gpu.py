@@ -29,6 +29,11 @@ def _gpu_cases() -> dict:
     return {c.name: c for c in GPU_CASES}
 
 
+def table(title: str, cols: list[str], lines: list[str]) -> list[str]:
+    """A section: its heading, a markdown table of these columns over the given row lines, a blank line."""
+    return [f"## {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols), *lines, ""]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("src")
@@ -60,66 +65,57 @@ def main() -> int:
         if (src / "gpu_results.jsonl").exists() else []
     rep = [r for r in rows if r["kind"] == "repeatability"]
     if rep:
-        out += ["## The same kernel timed twice in one run (RMSNorm, bf16)", "",
-                "| shape | method | run A µs | run B µs | spread | limit |", "|---|---|---|---|---|---|"]
-        out += [f"| {r['shape'][0]}x{r['shape'][1]} | {r['method']} | {fmt(r['a_us'], '.3f')} "
-                f"| {fmt(r['b_us'], '.3f')} | {r['spread']:.2%} | {r['limit']:.0%} |" for r in rep]
-        out.append("")
+        out += table("The same kernel timed twice in one run (RMSNorm, bf16)",
+                     ["shape", "method", "run A µs", "run B µs", "spread", "limit"],
+                     [f"| {r['shape'][0]}x{r['shape'][1]} | {r['method']} | {fmt(r['a_us'], '.3f')} "
+                      f"| {fmt(r['b_us'], '.3f')} | {r['spread']:.2%} | {r['limit']:.0%} |" for r in rep])
     ka = [r for r in rows if r["kind"].startswith("known_")]
     if ka:
-        out += ["## Known answers", "", "| case | time µs | IOU | MFU | SOL fraction |", "|---|---|---|---|---|"]
+        lines = []
         for r in ka:
             if r["kind"] == "known_matmul":
-                out.append(f"| bf16 8192³ cuBLAS (eager reference) | {fmt(r['eager_us'], '.2f')} | - "
-                           f"| {fmt(r['eager_mfu'], '.2f')} | - |")
-                out.append(f"| bf16 8192³ Triton candidate | {fmt(r['time_us'], '.2f')} | - "
-                           f"| {fmt(r['candidate_mfu'], '.2f')} | - |")
+                lines.append(f"| bf16 8192³ cuBLAS (eager reference) | {fmt(r['eager_us'], '.2f')} | - "
+                             f"| {fmt(r['eager_mfu'], '.2f')} | - |")
+                lines.append(f"| bf16 8192³ Triton candidate | {fmt(r['time_us'], '.2f')} | - "
+                             f"| {fmt(r['candidate_mfu'], '.2f')} | - |")
             else:
-                out.append(f"| {r['kind'][6:]} {r.get('shape', '')} | {fmt(r['time_us'], '.2f')} "
-                           f"| {fmt(r.get('iou'), '.2f')} | - | {fmt(r.get('sol_fraction'), '.4f')} |")
-        out.append("")
+                lines.append(f"| {r['kind'][6:]} {r.get('shape', '')} | {fmt(r['time_us'], '.2f')} "
+                             f"| {fmt(r.get('iou'), '.2f')} | - | {fmt(r.get('sol_fraction'), '.4f')} |")
+        out += table("Known answers", ["case", "time µs", "IOU", "MFU", "SOL fraction"], lines)
     three = [r for r in rows if r["kind"] == "three_ops"]
     if three:
-        out += ["## Candidate, eager and torch.compile on three operators (cold L2, interleaved)", "",
-                "| op | shape | method | cand µs | 95% CI | eager µs | compile µs | ×eager | ×compile | SOL frac | un-graphed µs/call |",
-                "|---|---|---|---|---|---|---|---|---|---|---|"]
-        for r in three:
-            ci = r.get("ci") or [None, None]
-            out.append(f"| {r['op']} | {r['label']} | {r['method']} | {fmt(r['time_us'], '.2f')} "
-                       f"| {fmt(ci[0], '.2f')}–{fmt(ci[1], '.2f')} | {fmt(r['eager_us'], '.2f')} "
-                       f"| {fmt(r['compile_us'], '.2f')} | {fmt(r['speedup_eager'], '.2f')} "
-                       f"| {fmt(r['speedup_compile'], '.2f')} | {fmt(r['sol_fraction'], '.2f')} "
-                       f"| {fmt(r['eager_call_us'], '.2f')} |")
-        out.append("")
+        out += table("Candidate, eager and torch.compile on three operators (cold L2, interleaved)",
+                     ["op", "shape", "method", "cand µs", "95% CI", "eager µs", "compile µs", "×eager", "×compile",
+                      "SOL frac", "un-graphed µs/call"],
+                     [f"| {r['op']} | {r['label']} | {r['method']} | {fmt(r['time_us'], '.2f')} "
+                      f"| {fmt((r.get('ci') or [None, None])[0], '.2f')}–{fmt((r.get('ci') or [None, None])[1], '.2f')} "
+                      f"| {fmt(r['eager_us'], '.2f')} | {fmt(r['compile_us'], '.2f')} | {fmt(r['speedup_eager'], '.2f')} "
+                      f"| {fmt(r['speedup_compile'], '.2f')} | {fmt(r['sol_fraction'], '.2f')} "
+                      f"| {fmt(r['eager_call_us'], '.2f')} |" for r in three])
     par = [r for r in rows if r["kind"] == "parallel"]
     if par:
-        out += ["## Four evaluations at once against one alone (rms_norm, GPU lock)", "",
-                "| shape | alone µs | in parallel µs | spread | limit | that evaluation's wait for the GPU s |",
-                "|---|---|---|---|---|---|"]
-        out += [f"| {r['shape']} | {fmt(r['solo_us'], '.2f')} | {fmt(r['parallel_us'], '.2f')} | {r['spread']:.2%} "
-                f"| {r['limit']:.0%} | {fmt(r['gpu_wait_s'], '.1f')} |" for r in par]
-        out.append("")
+        out += table("Four evaluations at once against one alone (rms_norm, GPU lock)",
+                     ["shape", "alone µs", "in parallel µs", "spread", "limit", "that evaluation's wait for the GPU s"],
+                     [f"| {r['shape']} | {fmt(r['solo_us'], '.2f')} | {fmt(r['parallel_us'], '.2f')} | {r['spread']:.2%} "
+                      f"| {r['limit']:.0%} | {fmt(r['gpu_wait_s'], '.1f')} |" for r in par])
     hb = [r for r in rows if r["kind"] == "host_bound_sized"]
     if hb:
-        out += ["## Event timing behind a head start sized to the host path (ShapeTimer, one 3x-L2 set)", "",
-                "| call | host path µs (median) | spin µs | timed µs | note |", "|---|---|---|---|---|"]
-        for r in hb:
-            for name, what in (("fast", "copy"), ("slow", "copy after 2 ms of host sleep"),
-                               ("past_cap", "copy after 12 ms of host sleep (past the 10 ms cap)")):
-                if f"{name}_us" in r:
-                    note = (r.get("notes") or {}).get(name)
-                    out.append(f"| {what} | {fmt(r.get(f'{name}_host_us'), '.1f')} | {fmt(r.get(f'{name}_spin_us'), '.0f')} "
-                               f"| {fmt(r[f'{name}_us'], '.1f')} | {note.split(':')[0] if note else '-'} |")
-        out.append("")
+        calls = (("fast", "copy"), ("slow", "copy after 2 ms of host sleep"),
+                 ("past_cap", "copy after 12 ms of host sleep (past the 10 ms cap)"))
+        note = lambda r, name: ((r.get("notes") or {}).get(name) or "-").split(":")[0]  # noqa: E731
+        out += table("Event timing behind a head start sized to the host path (ShapeTimer, one 3x-L2 set)",
+                     ["call", "host path µs (median)", "spin µs", "timed µs", "note"],
+                     [f"| {what} | {fmt(r.get(f'{name}_host_us'), '.1f')} | {fmt(r.get(f'{name}_spin_us'), '.0f')} "
+                      f"| {fmt(r[f'{name}_us'], '.1f')} | {note(r, name)} |"
+                      for r in hb for name, what in calls if f"{name}_us" in r])
     hc = [r for r in rows if r["kind"] == "host_bound_candidate"]
     if hc:
-        out += ["## A host-bound candidate through judge and runner (`copy_chunked`: 200 launches, 1 GB)", "",
-                "| status | timed µs | host path µs | spin µs | its kernels µs (profiler) | copy.py µs | host-bound note |",
-                "|---|---|---|---|---|---|---|"]
-        out += [f"| {r['status']} | {fmt(r['chunked_us'], '.1f')} | {fmt(r['host_us'], '.1f')} "
-                f"| {fmt(r['head_start_us'], '.0f')} | {fmt(r.get('kernels_us'), '.1f')} | {fmt(r['plain_us'], '.1f')} "
-                f"| {'yes' if r.get('notes') else 'no'} |" for r in hc]
-        out.append("")
+        out += table("A host-bound candidate through judge and runner (`copy_chunked`: 200 launches, 1 GB)",
+                     ["status", "timed µs", "host path µs", "spin µs", "its kernels µs (profiler)", "copy.py µs",
+                      "host-bound note"],
+                     [f"| {r['status']} | {fmt(r['chunked_us'], '.1f')} | {fmt(r['host_us'], '.1f')} "
+                      f"| {fmt(r['head_start_us'], '.0f')} | {fmt(r.get('kernels_us'), '.1f')} | {fmt(r['plain_us'], '.1f')} "
+                      f"| {'yes' if r.get('notes') else 'no'} |" for r in hc])
     cal = src / "calibration.json"
     if cal.exists():
         try:
