@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -29,9 +30,41 @@ def _gpu_cases() -> dict:
     return {c.name: c for c in GPU_CASES}
 
 
-def table(title: str, cols: list[str], lines: list[str]) -> list[str]:
-    """A section: its heading, a markdown table of these columns over the given row lines, a blank line."""
-    return [f"## {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols), *lines, ""]
+def table(title: str, cols: list[str], lines: list[str], intro: str = "") -> list[str]:
+    """A section: its heading, an optional paragraph, a markdown table of these columns over the given
+    row lines, a blank line."""
+    return [f"## {title}", "", *([intro, ""] if intro else []), "| " + " | ".join(cols) + " |",
+            "|" + "---|" * len(cols), *lines, ""]
+
+
+def adversarial_outcomes(src: Path) -> tuple[list[tuple[str, str, float | None]], str]:
+    """(case, outcome, seconds) of each GPU adversarial case: from junit_gpu.xml, or where a run was cut
+    before pytest wrote its junit, from the `-v` log of the judge part (par_judge.log: a line per finished
+    test, no durations), with a sentence saying how many of the collected items finished."""
+    junit = src / "junit_gpu.xml"
+    if junit.exists():
+        import xml.etree.ElementTree as ET
+        out = []
+        for c in ET.parse(junit).iter("testcase"):
+            if c.get("name", "").startswith("test_gpu_verdict"):
+                tags = {x.tag for x in c}
+                outcome = ("FAILED" if tags & {"failure", "error"} else "xfail (known gap)" if "skipped" in tags
+                           else "pass")
+                out.append((c.get("name")[len("test_gpu_verdict"):].strip("[]"), outcome, float(c.get("time"))))
+        return out, ""
+    log = src / "par_judge.log"
+    if not log.exists():
+        return [], ""
+    text = log.read_text()
+    words = {"PASSED": "pass", "FAILED": "FAILED", "ERROR": "FAILED", "XFAIL": "xfail (known gap)", "XPASS": "FAILED"}
+    seen = {}
+    for m in re.finditer(r"\b(PASSED|FAILED|ERROR|XFAIL|XPASS) tests/test_adversarial\.py::test_gpu_verdict\[([^\]]+)\]", text):
+        seen[m.group(2)] = words[m.group(1)]
+    done = len(re.findall(r"\b(?:PASSED|FAILED|ERROR|XFAIL|XPASS) tests/", text))
+    items = re.search(r"\[(\d+) items?\]", text)
+    cut = (f"From the `-v` log (`par_judge.log`): the run was stopped before pytest wrote its junit; {done} of "
+           f"{items.group(1) if items else '?'} collected tests finished, these {len(seen)} of them adversarial cases.")
+    return sorted((n, o, None) for n, o in seen.items()), cut
 
 
 def main() -> int:
@@ -143,29 +176,22 @@ def main() -> int:
                 n = {k: v for k, v in s["ncu"].items() if k not in ("per_launch",)}
                 out += ["## Nsight Compute metrics parsed into the result (rms_norm shape "
                         f"{s['id']}, {s['label']})", "", "```json", json.dumps(n, indent=1)[:3000], "```", ""]
-    junit = src / "junit_gpu.xml"
-    if junit.exists():
-        import xml.etree.ElementTree as ET
-        cases = list(ET.parse(junit).iter("testcase"))
-        adv = [c for c in cases if c.get("name", "").startswith("test_gpu_verdict")]
-        if adv:
-            expected = _gpu_cases()
-            out += ["## Adversarial suite and honest kernels on the H200 (`tests/test_adversarial.py -m gpu`)", "",
-                    "Each case's expected verdict (status, and text its reason must contain) is asserted by the "
-                    "test; `pass` means the harness gave exactly that verdict.", "",
-                    "| case | kind | problem | expected verdict | test outcome | seconds |", "|---|---|---|---|---|---|"]
-            for c in adv:
-                tags = {x.tag for x in c}
-                outcome = ("FAILED" if tags & {"failure", "error"} else "xfail (known gap)" if "skipped" in tags
-                           else "pass")
-                name = c.get('name')[len('test_gpu_verdict'):].strip('[]')
-                e = expected.get(name)
-                kind, prob, verdict = (("honest" if e.honest else "cheat"), e.problem,
-                                       f"{e.status}" + (f" ({e.cause})" if e.cause and not e.honest else "")) if e else ("?", "?", "?")
-                out.append(f"| {name} | {kind} | {prob} | {verdict} | {outcome} | {float(c.get('time')):.1f} |")
-            out.append(f"\n{sum(1 for n in expected.values() if n.honest)} honest kernels, "
-                       f"{sum(1 for n in expected.values() if not n.honest)} cheats.")
-            out.append("")
+    adv, cut = adversarial_outcomes(src)
+    if adv:
+        expected = _gpu_cases()
+        lines = []
+        for name, outcome, secs in adv:
+            e = expected.get(name)
+            kind, prob, verdict = (("honest" if e.honest else "cheat"), e.problem,
+                                   f"{e.status}" + (f" ({e.cause})" if e.cause and not e.honest else "")) if e else ("?", "?", "?")
+            lines.append(f"| {name} | {kind} | {prob} | {verdict} | {outcome} | {fmt(secs, '.1f')} |")
+        out += table(f"Adversarial suite and honest kernels on {gpu} (`tests/test_adversarial.py -m gpu`)",
+                     ["case", "kind", "problem", "expected verdict", "test outcome", "seconds"], lines,
+                     intro="Each case's expected verdict (status, and text its reason must contain) is asserted by "
+                           "the test; `pass` means the harness gave exactly that verdict." + (f" {cut}" if cut else ""))[:-1]
+        out.append(f"\n{sum(1 for n in expected.values() if n.honest)} honest kernels, "
+                   f"{sum(1 for n in expected.values() if not n.honest)} cheats.")
+        out.append("")
     steps = src.parent / "steps.txt"
     if steps.exists():
         out += ["## Steps of the device call (rc 124/137: stopped at the call's deadline)", "", "```",

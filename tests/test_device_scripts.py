@@ -321,3 +321,30 @@ def test_collect_gpu_names_the_gpu_of_its_provenance_and_tables_the_host_bound_r
     assert "| copy after 2 ms of host sleep | 2154.7 | 3311 | 101.8 | - |" in md
     assert "| pass | 1287.2 | 3235.9 | 4930 | - | 707.7 | no |" in md
     assert not (dest / "raw").exists()
+
+
+def test_collect_gpu_tables_the_adversarial_cases_of_a_cut_run_from_its_verbose_log(tmp_path):
+    """A judge part stopped at its budget leaves no junit; collect_gpu.py takes the finished cases from the
+    `-v` log (results/h100/device-2026-12-08: 17 of 55), each with its expected verdict, and says how many
+    of the collected tests finished."""
+    src = tmp_path / "j"
+    src.mkdir()
+    (src / "provenance.txt").write_text("name, driver_version\nNVIDIA H100 80GB HBM3, 580.159.04\n")
+    (src / "par_judge.log").write_text(
+        "8 workers [55 items]\n"
+        "[gw0] [ 2%] PASSED tests/test_adversarial.py::test_gpu_verdict[vec_add] \n"
+        "[gw1] [ 4%] PASSED tests/test_adversarial.py::test_gpu_verdict[side_stream] \n"
+        "[gw2] [ 5%] FAILED tests/test_adversarial.py::test_gpu_verdict[matmul] \n"
+        "[gw3] [ 7%] PASSED tests/gpu/test_judge_gpu.py::test_forged_samples_are_rejected_by_the_judges_clock \n"
+        "tests/test_adversarial.py::test_gpu_verdict[read_reference] \n")
+    dest = tmp_path / "folder"
+    r = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "collect_gpu.py"), str(src), "--dest", str(dest),
+                        "--no-raw"], capture_output=True, text=True, cwd=REPO_ROOT)
+    assert r.returncode == 0, r.stderr
+    md = (dest / "MEASUREMENT.md").read_text()
+    assert "## Adversarial suite and honest kernels on NVIDIA H100 80GB HBM3" in md
+    assert "4 of 55 collected tests finished, these 3 of them adversarial cases" in md
+    assert "| vec_add | honest | vec_add | pass | pass | - |" in md
+    assert "| side_stream | cheat | vec_add | rejected ([stream]) | pass | - |" in md
+    assert "| matmul | honest | matmul | pass | FAILED | - |" in md
+    assert "read_reference" not in md                     # started, not finished
